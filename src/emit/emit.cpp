@@ -1,0 +1,143 @@
+#include "emit/emit.h"
+
+#include <map>
+#include <memory>
+
+#include "gguf.h"
+#include "gguf_model/model.h"
+#include "gguf_model/writer.h"
+#include "llama.h"
+#include "pool/imatrix.h"
+#include "pool/quantize.h"
+#include "util/files.h"
+
+namespace gm {
+
+std::string tensor_types_text(const std::map<std::string, std::string>& types) {
+  std::string out;
+  for (const auto& [name, type] : types) {
+    std::string re = "^";
+    for (char c : name) {
+      if (std::string(".[]{}()\\*+?^$|").find(c) != std::string::npos) re += '\\';
+      re += c;
+    }
+    std::string t = type;
+    for (char& c : t) c = char(std::tolower(static_cast<unsigned char>(c)));
+    out += re + "$=" + t + "\n";
+  }
+  return out;
+}
+
+// general.file_type: the llama_ftype of the type holding most linear bytes.
+static uint32_t ftype_of(ggml_type t) {
+  switch (t) {
+    case GGML_TYPE_F32: return LLAMA_FTYPE_ALL_F32;
+    case GGML_TYPE_F16: return LLAMA_FTYPE_MOSTLY_F16;
+    case GGML_TYPE_Q4_0: return LLAMA_FTYPE_MOSTLY_Q4_0;
+    case GGML_TYPE_Q4_1: return LLAMA_FTYPE_MOSTLY_Q4_1;
+    case GGML_TYPE_Q5_0: return LLAMA_FTYPE_MOSTLY_Q5_0;
+    case GGML_TYPE_Q5_1: return LLAMA_FTYPE_MOSTLY_Q5_1;
+    case GGML_TYPE_Q8_0: return LLAMA_FTYPE_MOSTLY_Q8_0;
+    case GGML_TYPE_Q2_K: return LLAMA_FTYPE_MOSTLY_Q2_K;
+    case GGML_TYPE_Q3_K: return LLAMA_FTYPE_MOSTLY_Q3_K_M;
+    case GGML_TYPE_Q4_K: return LLAMA_FTYPE_MOSTLY_Q4_K_M;
+    case GGML_TYPE_Q5_K: return LLAMA_FTYPE_MOSTLY_Q5_K_M;
+    case GGML_TYPE_Q6_K: return LLAMA_FTYPE_MOSTLY_Q6_K;
+    case GGML_TYPE_IQ4_NL: return LLAMA_FTYPE_MOSTLY_IQ4_NL;
+    case GGML_TYPE_IQ4_XS: return LLAMA_FTYPE_MOSTLY_IQ4_XS;
+    default: return LLAMA_FTYPE_GUESSED;
+  }
+}
+
+Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std::string& out_path, int n_threads) {
+  const int nt = n_threads > 0 ? n_threads : default_threads();
+  GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(pool_dir));
+  GAMMA_RETURN_IF_ERROR(plan.validate(man));
+  GAMMA_RETURN_IF_ERROR(check_writable_dir(out_path));
+  GAMMA_ASSIGN_OR_RETURN(auto model, Model::open(man.model_path));
+  if (model->fingerprint() != man.model_fingerprint)
+    return Status::errorf("{} changed since the pool was built (fingerprint differs); rebuild the pool", man.model_path);
+  Imatrix im;
+  if (!man.imatrix_path.empty()) {
+    GAMMA_ASSIGN_OR_RETURN(im, load_imatrix(man.imatrix_path));
+  }
+
+  const PlanSize size = plan_size(man, plan);
+  std::map<std::string, std::string> fixed = default_fixed_types(man, size.linear_bpw);
+  for (const auto& [k, v] : plan.fixed) fixed[k] = v;
+
+  // Per tensor: its output type and, for linear modules, where its bytes live.
+  std::map<std::string, ggml_type> out_type;
+  std::map<std::string, const Candidate*> cand;
+  std::map<std::string, uint64_t> bytes_by_type;
+  for (const auto& e : man.modules) {
+    const Candidate* c = e.find(plan.modules.at(e.name));
+    cand[e.name] = c;
+    out_type[e.name] = parse_type(c->type).value();
+    bytes_by_type[c->type] += c->bytes;
+  }
+  for (const auto& f : man.fixed) out_type[f.name] = parse_type(fixed.at(f.name)).value();
+
+  std::map<std::string, std::unique_ptr<TensorFile>> files;
+  for (const auto& [name, c] : cand)
+    if (!files.count(c->file)) {
+      GAMMA_ASSIGN_OR_RETURN(files[c->file], TensorFile::open(man.dir + "/" + c->file));
+      const int64_t k = gguf_find_key(files[c->file]->gguf(), "gamma.model.fingerprint");
+      if (k >= 0 && std::string(gguf_get_val_str(files[c->file]->gguf(), k)) != man.model_fingerprint)
+        return Status::errorf("{}/{} belongs to another model's pool", man.dir, c->file);
+    }
+
+  auto writer = model_writer(*model, [&](const TensorInfo& t) { return out_type.at(t.name); });
+  ggml_type major = GGML_TYPE_F32;
+  uint64_t best = 0;
+  for (const auto& [t, b] : bytes_by_type)
+    if (b > best) { best = b; major = parse_type(t).value(); }
+  gguf_set_val_u32(writer->gguf(), "general.file_type", ftype_of(major));
+  const std::string plan_sha = sha256_hex(plan.to_json().dump().data(), plan.to_json().dump().size());
+  gguf_set_val_str(writer->gguf(), "gamma.plan_sha256", plan_sha.c_str());
+
+  EmitResult res;
+  res.file_bytes = writer->predicted_size();
+  res.linear_bpw = size.linear_bpw;
+  if (res.file_bytes != size.file_bytes)
+    return Status::errorf("internal: emitted size {} differs from the plan's predicted {}", res.file_bytes, size.file_bytes);
+
+  const auto& tensors = model->tensors();
+  GAMMA_RETURN_IF_ERROR(writer->write(out_path, [&](size_t i, std::vector<uint8_t>& buf) -> Status {
+    const TensorInfo& t = tensors[i];
+    const ggml_type want = out_type.at(t.name);
+    if (auto it = cand.find(t.name); it != cand.end()) {
+      const TensorFile& f = *files.at(it->second->file);
+      const TensorInfo* ct = f.find(t.name);
+      if (!ct || ct->type != want || ct->nbytes != it->second->bytes)
+        return Status::errorf("{}/{} does not hold {} as the manifest says; rebuild the pool", man.dir, it->second->file, t.name);
+      buf.resize(ct->nbytes);
+      return f.read_raw(*ct, buf.data());
+    }
+    if (t.type == want) {
+      buf.resize(t.nbytes);
+      return model->read_raw(t, buf.data());
+    }
+    GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, model->read_f32(t));
+    const auto* iv = im.find(t.name);
+    buf = want == GGML_TYPE_F32
+              ? std::vector<uint8_t>(reinterpret_cast<uint8_t*>(ref.data()), reinterpret_cast<uint8_t*>(ref.data() + ref.size()))
+              : quantize_rows(want, ref.data(), t.n_rows(), t.row_width(), iv ? iv->data() : nullptr, nt);
+    return Status::ok();
+  }));
+
+  // The llama-quantize recipe: every tensor llama-quantize would quantize (2-D and up).
+  std::map<std::string, std::string> recipe;
+  for (const auto& t : tensors)
+    if (t.shape.size() >= 2) recipe[t.name] = type_name(out_type.at(t.name));
+  res.tensor_types_path = out_path + ".tensor-types.txt";
+  {
+    std::string base = out_path;
+    if (base.size() > 5 && base.substr(base.size() - 5) == ".gguf") base.resize(base.size() - 5);
+    res.tensor_types_path = base + ".tensor-types.txt";
+  }
+  GAMMA_RETURN_IF_ERROR(write_file_atomic(res.tensor_types_path, tensor_types_text(recipe)));
+  return res;
+}
+
+}  // namespace gm

@@ -1,0 +1,244 @@
+#include "gguf_model/model.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+#include "gguf.h"
+#include "llama.h"
+#include "util/files.h"
+
+namespace gm {
+
+const char* const kLinearKinds[7] = {"attn_q", "attn_k", "attn_v", "attn_output",
+                                     "ffn_gate", "ffn_up", "ffn_down"};
+
+int64_t TensorInfo::n_elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// ---- log capture -------------------------------------------------------------------------
+static std::mutex g_log_mu;
+static std::string g_last_error;
+static void log_cb(enum ggml_log_level level, const char* text, void*) {
+  if (level != GGML_LOG_LEVEL_ERROR) return;
+  std::lock_guard<std::mutex> lk(g_log_mu);
+  std::string s(text ? text : "");
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  if (!s.empty()) g_last_error = s;
+}
+void capture_ggml_logs() {
+  ggml_log_set(log_cb, nullptr);
+  llama_log_set(log_cb, nullptr);
+}
+std::string last_ggml_error() {
+  std::lock_guard<std::mutex> lk(g_log_mu);
+  return g_last_error;
+}
+
+// ---- types ---------------------------------------------------------------------------------
+std::string type_name(ggml_type type) {
+  std::string s = ggml_type_name(type);
+  for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+Result<ggml_type> parse_type(const std::string& name) {
+  for (int i = 0; i < GGML_TYPE_COUNT; ++i) {
+    const char* n = ggml_type_name(ggml_type(i));
+    if (n && ggml_get_type_traits(ggml_type(i))->blck_size > 0 && strcasecmp(n, name.c_str()) == 0)
+      return ggml_type(i);
+  }
+  return Status::errorf("unknown type '{}' (expected a ggml type such as Q4_K, Q8_0, F16)", name);
+}
+
+bool type_admits(ggml_type type, int64_t row_width) {
+  // Types ggml_quantize_chunk can write and ggml can read back.
+  switch (type) {
+    case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1:
+    case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0: case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K:
+    case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K: case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS:
+    case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ3_S: case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ1_M:
+    case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ4_XS: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0: break;
+    default: return false;
+  }
+  const int64_t blck = ggml_blck_size(type);
+  return row_width > 0 && row_width % blck == 0;
+}
+
+uint64_t type_bytes(ggml_type type, int64_t row_width, int64_t n_rows) {
+  return uint64_t(ggml_row_size(type, row_width)) * uint64_t(n_rows);
+}
+
+// ---- model ---------------------------------------------------------------------------------
+Model::~Model() {
+  if (ctx_) gguf_free(ctx_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int64_t Model::find(const std::string& name) const {
+  for (size_t i = 0; i < tensors_.size(); ++i)
+    if (tensors_[i].name == name) return int64_t(i);
+  return -1;
+}
+
+const TensorInfo& Model::tensor(const std::string& name) const { return tensors_.at(size_t(find(name))); }
+
+static std::string get_str(gguf_context* ctx, const std::string& key) {
+  int64_t id = gguf_find_key(ctx, key.c_str());
+  if (id < 0 || gguf_get_kv_type(ctx, id) != GGUF_TYPE_STRING) return "";
+  return gguf_get_val_str(ctx, id);
+}
+
+static int64_t get_int(gguf_context* ctx, const std::string& key) {
+  int64_t id = gguf_find_key(ctx, key.c_str());
+  if (id < 0) return -1;
+  switch (gguf_get_kv_type(ctx, id)) {
+    case GGUF_TYPE_UINT32: return gguf_get_val_u32(ctx, id);
+    case GGUF_TYPE_INT32: return gguf_get_val_i32(ctx, id);
+    case GGUF_TYPE_UINT64: return int64_t(gguf_get_val_u64(ctx, id));
+    case GGUF_TYPE_INT64: return gguf_get_val_i64(ctx, id);
+    default: return -1;
+  }
+}
+
+// Opens `path` as a GGUF: checks the magic, parses the header through gguf.h, and lists the
+// tensors with absolute offsets, refusing any tensor that extends past the end of the file.
+static Status open_gguf(const std::string& path, int& fd, gguf_context*& ctx, uint64_t& size,
+                        std::vector<TensorInfo>& tensors) {
+  fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return Status::errorf("cannot open {}: {}", path, std::strerror(errno));
+  GAMMA_ASSIGN_OR_RETURN(size, file_size(path));
+  char magic[4] = {0, 0, 0, 0};
+  if (::pread(fd, magic, 4, 0) != 4 || std::memcmp(magic, "GGUF", 4) != 0)
+    return Status::errorf("{} is not a GGUF file (bad magic)", path);
+  gguf_init_params params{/*no_alloc=*/true, /*ctx=*/nullptr};
+  ctx = gguf_init_from_file(path.c_str(), params);
+  if (!ctx) {
+    std::string why = last_ggml_error();
+    return Status::errorf("{} is a corrupt or truncated GGUF{}{}", path, why.empty() ? "" : ": ", why);
+  }
+  const uint64_t data_off = gguf_get_data_offset(ctx);
+  const int64_t n = gguf_get_n_tensors(ctx);
+  for (int64_t i = 0; i < n; ++i) {
+    TensorInfo t;
+    t.name = gguf_get_tensor_name(ctx, i);
+    t.type = gguf_get_tensor_type(ctx, i);
+    const int64_t* ne = gguf_get_tensor_ne(ctx, i);
+    int nd = GGML_MAX_DIMS;
+    while (nd > 1 && ne[nd - 1] == 1) --nd;
+    t.shape.assign(ne, ne + nd);
+    t.offset = data_off + gguf_get_tensor_offset(ctx, i);
+    t.nbytes = gguf_get_tensor_size(ctx, i);
+    if (t.offset + t.nbytes > size)
+      return Status::errorf("{} is truncated: tensor {} ends at byte {} but the file has {}", path, t.name,
+                            t.offset + t.nbytes, size);
+    tensors.push_back(std::move(t));
+  }
+  return Status::ok();
+}
+
+static Status pread_all(int fd, const TensorInfo& t, void* dst, const std::string& path) {
+  char* p = static_cast<char*>(dst);
+  uint64_t left = t.nbytes, off = t.offset;
+  while (left > 0) {
+    ssize_t r = ::pread(fd, p, left, off);
+    if (r <= 0)
+      return Status::errorf("cannot read tensor {} from {}: {}", t.name, path,
+                            r == 0 ? "unexpected end of file" : std::strerror(errno));
+    p += r;
+    left -= uint64_t(r);
+    off += uint64_t(r);
+  }
+  return Status::ok();
+}
+
+Result<std::unique_ptr<TensorFile>> TensorFile::open(const std::string& path) {
+  std::unique_ptr<TensorFile> f(new TensorFile());
+  f->path_ = path;
+  uint64_t size = 0;
+  GAMMA_RETURN_IF_ERROR(open_gguf(path, f->fd_, f->ctx_, size, f->tensors_));
+  return f;
+}
+TensorFile::~TensorFile() {
+  if (ctx_) gguf_free(ctx_);
+  if (fd_ >= 0) ::close(fd_);
+}
+const TensorInfo* TensorFile::find(const std::string& name) const {
+  for (const auto& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+Status TensorFile::read_raw(const TensorInfo& t, void* dst) const { return pread_all(fd_, t, dst, path_); }
+
+Result<std::unique_ptr<Model>> Model::open(const std::string& path) {
+  std::unique_ptr<Model> m(new Model());
+  m->path_ = path;
+  GAMMA_RETURN_IF_ERROR(open_gguf(path, m->fd_, m->ctx_, m->file_size_, m->tensors_));
+  gguf_context* ctx = m->ctx_;
+  m->arch_ = get_str(ctx, "general.architecture");
+  m->name_ = get_str(ctx, "general.name");
+  if (m->arch_ != "llama" && m->arch_ != "qwen2" && m->arch_ != "qwen3")
+    return Status::errorf("{}: unsupported architecture '{}' (gamma supports llama, qwen2, qwen3)", path,
+                          m->arch_.empty() ? "<none>" : m->arch_);
+  m->n_layer_ = int(get_int(ctx, m->arch_ + ".block_count"));
+  if (m->n_layer_ <= 0) return Status::errorf("{}: missing {}.block_count", path, m->arch_);
+
+  // Linear modules: blk.N.<kind>.weight for the seven kinds, 2-D.
+  for (size_t i = 0; i < m->tensors_.size(); ++i) {
+    const auto& t = m->tensors_[i];
+    int layer = -1;
+    char kind[64] = {0};
+    if (std::sscanf(t.name.c_str(), "blk.%d.%63[^.].weight", &layer, kind) != 2) continue;
+    if (t.name != "blk." + std::to_string(layer) + "." + kind + ".weight") continue;
+    for (const char* k : kLinearKinds)
+      if (std::strcmp(k, kind) == 0 && t.shape.size() == 2) m->linear_.push_back({t.name, layer, kind, i});
+  }
+  if (m->linear_.empty()) return Status::errorf("{}: no linear modules (blk.N.attn_q.weight ...) found", path);
+
+  // Fingerprint: header + tensor directory + size (cheap, and changes with any re-quantization).
+  std::vector<char> head(gguf_get_data_offset(ctx));
+  if (::pread(m->fd_, head.data(), head.size(), 0) != ssize_t(head.size()))
+    return Status::errorf("cannot read {}", path);
+  head.insert(head.end(), reinterpret_cast<const char*>(&m->file_size_),
+              reinterpret_cast<const char*>(&m->file_size_) + sizeof(m->file_size_));
+  m->fingerprint_ = sha256_hex(head.data(), head.size());
+  return m;
+}
+
+Status Model::read_raw(const TensorInfo& t, void* dst) const { return pread_all(fd_, t, dst, path_); }
+
+Result<std::vector<float>> Model::read_f32(const TensorInfo& t) const {
+  std::vector<uint8_t> raw(t.nbytes);
+  GAMMA_RETURN_IF_ERROR(read_raw(t, raw.data()));
+  std::vector<float> out(size_t(t.n_elements()));
+  if (t.type == GGML_TYPE_F32) {
+    std::memcpy(out.data(), raw.data(), raw.size());
+    return out;
+  }
+  const auto* tr = ggml_get_type_traits(t.type);
+  if (!tr->to_float) return Status::errorf("tensor {}: type {} cannot be dequantized", t.name, type_name(t.type));
+  tr->to_float(raw.data(), out.data(), int64_t(out.size()));
+  return out;
+}
+
+}  // namespace gm
+
+namespace gm {
+std::vector<ggml_type> admissible_types(int64_t row_width, bool have_imatrix) {
+  static const ggml_type kTypes[] = {
+      GGML_TYPE_IQ1_S, GGML_TYPE_IQ1_M, GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ2_S, GGML_TYPE_Q2_K,
+      GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S, GGML_TYPE_Q3_K, GGML_TYPE_IQ4_XS, GGML_TYPE_Q4_0, GGML_TYPE_IQ4_NL,
+      GGML_TYPE_Q4_K, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_K, GGML_TYPE_Q5_1, GGML_TYPE_Q6_K,
+      GGML_TYPE_Q8_0, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_F32};
+  std::vector<ggml_type> out;
+  for (ggml_type t : kTypes)
+    if (type_admits(t, row_width) && (have_imatrix || !ggml_quantize_requires_imatrix(t))) out.push_back(t);
+  return out;
+}
+}  // namespace gm

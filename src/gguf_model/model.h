@@ -1,0 +1,117 @@
+// A GGUF model as gamma sees it: architecture, layers, and the linear modules whose types
+// gamma allocates. Read through llama.cpp's gguf.h; tensor data is read on demand (pread),
+// so opening a 1 GB model costs only its header.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ggml.h"
+#include "util/status.h"
+
+struct gguf_context;
+
+namespace gm {
+
+struct TensorInfo {
+  std::string name;
+  ggml_type type;
+  std::vector<int64_t> shape;  // ggml order: shape[0] is the row width (ne0)
+  uint64_t offset = 0;         // absolute file offset of the data
+  uint64_t nbytes = 0;
+  int64_t n_elements() const;
+  int64_t row_width() const { return shape.empty() ? 0 : shape[0]; }
+  int64_t n_rows() const { return n_elements() / (row_width() ? row_width() : 1); }
+};
+
+// The seven linear kinds of a llama/qwen2/qwen3 decoder layer, in llama.cpp tensor names.
+extern const char* const kLinearKinds[7];  // attn_q attn_k attn_v attn_output ffn_gate ffn_up ffn_down
+
+struct LinearModule {
+  std::string name;  // e.g. "blk.3.ffn_down.weight"
+  int layer = -1;
+  std::string kind;  // one of kLinearKinds
+  size_t tensor;     // index into Model::tensors
+};
+
+class Model {
+ public:
+  // Fails (one line) on a missing/short/corrupt file, wrong magic, or an architecture other
+  // than llama, qwen2, qwen3.
+  static Result<std::unique_ptr<Model>> open(const std::string& path);
+  ~Model();
+
+  const std::string& path() const { return path_; }
+  const std::string& arch() const { return arch_; }
+  const std::string& name() const { return name_; }
+  int n_layer() const { return n_layer_; }
+  uint64_t file_size() const { return file_size_; }
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const std::vector<LinearModule>& linear() const { return linear_; }
+  // Index of a tensor by name, or -1.
+  int64_t find(const std::string& name) const;
+  const TensorInfo& tensor(const std::string& name) const;  // must exist
+  gguf_context* gguf() const { return ctx_; }
+  // True when no output.weight exists (the token embedding doubles as the output head).
+  bool tied_embeddings() const { return find("output.weight") < 0; }
+
+  // Raw tensor bytes as stored, and the tensor dequantized to F32 via ggml's type traits.
+  Status read_raw(const TensorInfo& t, void* dst) const;
+  Result<std::vector<float>> read_f32(const TensorInfo& t) const;
+
+  // Identity cheaper than a full-file hash: sha256 over the header and tensor directory
+  // (names, types, shapes, offsets) and the file size. Used to match pools/plans to models.
+  const std::string& fingerprint() const { return fingerprint_; }
+
+ private:
+  Model() = default;
+  std::string path_, arch_, name_, fingerprint_;
+  int n_layer_ = 0;
+  uint64_t file_size_ = 0;
+  int fd_ = -1;
+  gguf_context* ctx_ = nullptr;
+  std::vector<TensorInfo> tensors_;
+  std::vector<LinearModule> linear_;
+};
+
+// Any GGUF (e.g. a pool's candidate file) as a directory of tensors readable by name.
+class TensorFile {
+ public:
+  static Result<std::unique_ptr<TensorFile>> open(const std::string& path);
+  ~TensorFile();
+  const TensorInfo* find(const std::string& name) const;
+  Status read_raw(const TensorInfo& t, void* dst) const;
+  const std::string& path() const { return path_; }
+  gguf_context* gguf() const { return ctx_; }
+
+ private:
+  TensorFile() = default;
+  std::string path_;
+  int fd_ = -1;
+  gguf_context* ctx_ = nullptr;
+  std::vector<TensorInfo> tensors_;
+};
+
+// The type's name as llama.cpp users write it: upper case ("Q4_K", "F16", "IQ4_NL").
+std::string type_name(ggml_type type);
+// Parses a type name as llama.cpp prints it ("Q4_K", "q4_k", "F16"); error if unknown.
+Result<ggml_type> parse_type(const std::string& name);
+// True when `type` can hold rows of `row_width` (width divisible by the block size) and
+// gamma can quantize to it without extra data (IQ types that need an imatrix require one).
+bool type_admits(ggml_type type, int64_t row_width);
+// Bytes of `n_rows` rows of `row_width` at `type` (block scales included).
+uint64_t type_bytes(ggml_type type, int64_t row_width, int64_t n_rows);
+
+// Silences ggml/llama logging and keeps the last error line, so failures surface as one
+// line in a Status instead of multi-line stderr spam. Call once at startup.
+void capture_ggml_logs();
+std::string last_ggml_error();
+
+}  // namespace gm
+
+namespace gm {
+// The quantized types gamma can make (ggml_quantize_chunk) that rows of `row_width` admit,
+// from low to high bits; IQ types that need an imatrix only when `have_imatrix`.
+std::vector<ggml_type> admissible_types(int64_t row_width, bool have_imatrix = false);
+}  // namespace gm

@@ -1,0 +1,161 @@
+#include "plan/plan.h"
+
+#include <cmath>
+
+#include "gguf_model/model.h"
+
+namespace gm {
+
+json Plan::to_json() const {
+  json j = json_header(kSchema, kVersion);
+  j["model_fingerprint"] = model_fingerprint;
+  j["method"] = method;
+  j["info"] = info;
+  j["modules"] = modules;
+  j["fixed"] = fixed;
+  return j;
+}
+
+Result<Plan> Plan::from_json(const json& j) {
+  Plan p;
+  try {
+    p.model_fingerprint = j.at("model_fingerprint").get<std::string>();
+    p.method = j.value("method", "");
+    if (j.contains("info")) p.info = j["info"];
+    p.modules = j.at("modules").get<std::map<std::string, std::string>>();
+    if (j.contains("fixed")) p.fixed = j["fixed"].get<std::map<std::string, std::string>>();
+  } catch (const json::exception& e) {
+    return Status::errorf("malformed plan: {}", e.what());
+  }
+  return p;
+}
+
+Result<Plan> Plan::load(const std::string& path) {
+  GAMMA_ASSIGN_OR_RETURN(json j, read_json(path, kSchema, kVersion));
+  auto r = from_json(j);
+  if (!r.is_ok()) return r.status().with_context(path);
+  return r;
+}
+
+Status Plan::save(const std::string& path) const { return write_json(path, to_json()); }
+
+Status Plan::validate(const Manifest& m) const {
+  if (model_fingerprint != m.model_fingerprint)
+    return Status::errorf("plan is for another model (fingerprint {}…, pool has {}…)", model_fingerprint.substr(0, 12),
+                          m.model_fingerprint.substr(0, 12));
+  for (const auto& [name, id] : modules) {
+    const ModuleEntry* e = m.find(name);
+    if (!e) return Status::errorf("plan names unknown module '{}'", name);
+    if (!e->find(id)) {
+      std::string have;
+      for (const auto& c : e->candidates) have += (have.empty() ? "" : ",") + c.id;
+      return Status::errorf("module {} has no candidate '{}' in the pool (has {})", name, id, have);
+    }
+  }
+  for (const auto& e : m.modules)
+    if (!modules.count(e.name)) return Status::errorf("plan gives no type for module {}", e.name);
+  for (const auto& [name, type] : fixed) {
+    const FixedTensor* f = nullptr;
+    for (const auto& x : m.fixed)
+      if (x.name == name) f = &x;
+    if (!f) return Status::errorf("plan names unknown tensor '{}'", name);
+    auto t = parse_type(type);
+    if (!t.is_ok()) return t.status().with_context("tensor " + name);
+    if (!type_admits(*t, f->shape.at(0)))
+      return Status::errorf("tensor {} (row width {}) cannot hold type {}", name, f->shape.at(0), type);
+  }
+  return Status::ok();
+}
+
+// llama-quantize's fallback for shapes a type cannot hold (tensor_type_fallback).
+static ggml_type fallback(ggml_type t, int64_t width) {
+  if (type_admits(t, width)) return t;
+  switch (t) {
+    case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_IQ4_XS: t = GGML_TYPE_IQ4_NL; break;
+    case GGML_TYPE_Q4_K: t = GGML_TYPE_Q5_0; break;
+    case GGML_TYPE_Q5_K: t = GGML_TYPE_Q5_1; break;
+    case GGML_TYPE_Q6_K: t = GGML_TYPE_Q8_0; break;
+    default: t = GGML_TYPE_F16;
+  }
+  return type_admits(t, width) ? t : GGML_TYPE_F16;
+}
+
+std::map<std::string, std::string> default_fixed_types(const Manifest& m, double linear_bpw) {
+  // The standard k-quant mixes by their linear bpw; token_embd takes the mix's base type,
+  // output Q6_K (llama_tensor_get_type_impl), and with tied embeddings token_embd is the
+  // output head and takes the output's type.
+  ggml_type base = GGML_TYPE_Q2_K;
+  if (linear_bpw >= 3.0) base = GGML_TYPE_Q3_K;
+  if (linear_bpw >= 4.0) base = GGML_TYPE_Q4_K;
+  if (linear_bpw >= 5.0) base = GGML_TYPE_Q5_K;
+  if (linear_bpw >= 6.1) base = GGML_TYPE_Q6_K;
+  bool has_output = false;
+  for (const auto& f : m.fixed) has_output |= f.name == "output.weight";
+  std::map<std::string, std::string> out;
+  for (const auto& f : m.fixed) {
+    ggml_type t = GGML_TYPE_F32;
+    const int64_t w = f.shape.at(0);
+    const bool is_output = f.name == "output.weight" || (!has_output && f.name == "token_embd.weight");
+    if (f.shape.size() >= 2) {
+      if (is_output) t = w % 256 == 0 ? GGML_TYPE_Q6_K : GGML_TYPE_Q8_0;
+      else if (f.name == "token_embd.weight") t = fallback(base, w);
+      else t = fallback(base, w);
+    }
+    out[f.name] = type_name(t);
+  }
+  return out;
+}
+
+uint64_t fixed_file_bytes(const Manifest& m, const std::map<std::string, std::string>& fixed) {
+  uint64_t total = m.header_bytes;
+  for (const auto& f : m.fixed) {
+    auto it = fixed.find(f.name);
+    ggml_type t = it == fixed.end() ? GGML_TYPE_F32 : parse_type(it->second).value();
+    int64_t rows = 1;
+    for (size_t d = 1; d < f.shape.size(); ++d) rows *= f.shape[d];
+    const uint64_t b = type_bytes(t, f.shape.at(0), rows);
+    total += (b + m.alignment - 1) / m.alignment * m.alignment;
+  }
+  return total;
+}
+
+PlanSize plan_size(const Manifest& m, const Plan& p) {
+  PlanSize s;
+  uint64_t linear_file = 0;
+  for (const auto& e : m.modules) {
+    auto it = p.modules.find(e.name);
+    const Candidate* c = it == p.modules.end() ? nullptr : e.find(it->second);
+    if (!c) continue;
+    s.linear_bytes += c->bytes;
+    linear_file += c->file_bytes;
+    s.linear_params += e.n_params;
+  }
+  s.linear_bpw = s.linear_params ? 8.0 * double(s.linear_bytes) / double(s.linear_params) : 0;
+  auto fixed = default_fixed_types(m, s.linear_bpw);
+  for (const auto& [k, v] : p.fixed) fixed[k] = v;
+  s.file_bytes = fixed_file_bytes(m, fixed) + linear_file;
+  return s;
+}
+
+Result<Plan> uniform_plan(const Manifest& m, const std::string& type) {
+  GAMMA_ASSIGN_OR_RETURN(ggml_type t, parse_type(type));
+  Plan p;
+  p.model_fingerprint = m.model_fingerprint;
+  p.method = "uniform";
+  p.info = {{"type", type_name(t)}};
+  for (const auto& e : m.modules) {
+    const Candidate* c = e.find(type_name(t));
+    if (!c) {
+      // A module that cannot hold the type takes its fallback candidate (F16), as
+      // llama-quantize would; any other gap means the pool was built without this type.
+      if (type_admits(t, e.shape.at(0)) || !(c = e.find("F16")))
+        return Status::errorf("the pool has no {} candidate for module {} (build the pool with --types including {})",
+                              type_name(t), e.name, type_name(t));
+    }
+    p.modules[e.name] = c->id;
+  }
+  p.fixed = default_fixed_types(m, plan_size(m, p).linear_bpw);
+  return p;
+}
+
+}  // namespace gm

@@ -1,0 +1,53 @@
+// A plan (schema "gamma.plan", version 1): one candidate per linear module plus a type for
+// each non-linear tensor. Produced by `gamma plan` (uniform), `gamma solve` (Stage II), or
+// by hand; consumed by `gamma emit`.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "pool/manifest.h"
+#include "util/json.h"
+#include "util/status.h"
+
+namespace gm {
+
+struct Plan {
+  static constexpr const char* kSchema = "gamma.plan";
+  static constexpr int kVersion = 1;
+
+  std::string model_fingerprint;
+  std::string method;                          // "uniform", "gamma", "static", ...
+  json info = json::object();                  // producer's details (budget, scores file, ...)
+  std::map<std::string, std::string> modules;  // linear module name -> candidate id
+  std::map<std::string, std::string> fixed;    // non-linear tensor name -> ggml type name
+
+  static Result<Plan> load(const std::string& path);
+  Status save(const std::string& path) const;  // atomic
+  json to_json() const;
+  static Result<Plan> from_json(const json& j);
+
+  // Every module and fixed tensor of the manifest named exactly once with a candidate it
+  // has / a type it admits; same model. Error names the first offender.
+  Status validate(const Manifest& m) const;
+};
+
+// Sizes a plan would have once emitted (exact: emit asserts the written file matches).
+struct PlanSize {
+  uint64_t linear_bytes = 0;  // sum of candidate bytes over linear modules
+  int64_t linear_params = 0;
+  double linear_bpw = 0;      // 8 * linear_bytes / linear_params
+  uint64_t file_bytes = 0;    // the whole GGUF
+};
+PlanSize plan_size(const Manifest& m, const Plan& p);
+
+// Default types of the non-linear tensors: what llama-quantize's nearest standard k-quant
+// mix (by linear bpw) gives token_embd and output; norms and other 1-D tensors stay F32.
+std::map<std::string, std::string> default_fixed_types(const Manifest& m, double linear_bpw);
+// Bytes of the fixed tensors at the given types (padded to alignment) + header.
+uint64_t fixed_file_bytes(const Manifest& m, const std::map<std::string, std::string>& fixed);
+
+// Every module at `type` (error if a module cannot hold it); fixed tensors by default.
+Result<Plan> uniform_plan(const Manifest& m, const std::string& type);
+
+}  // namespace gm

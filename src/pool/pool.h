@@ -1,0 +1,30 @@
+// `gamma pool`: quantize every linear module of a model at every admissible candidate type
+// (ggml_quantize_chunk on the dequantized weights, imatrix-weighted as llama-quantize does),
+// optionally import candidates from other GGUFs of the same model, and write POOL/:
+//   cand-<TYPE>.gguf     every module's tensor at TYPE (original names)
+//   import-<LABEL>.gguf  tensors taken from an imported GGUF
+//   manifest.json        bytes, bpw, relative error per module x candidate (manifest.h)
+// Each candidate file is written atomically with a stats sidecar, so an interrupted build
+// resumes at the first missing file.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "pool/manifest.h"
+#include "util/status.h"
+
+namespace gm {
+
+struct PoolOptions {
+  std::string model_path;
+  std::vector<std::string> types;    // candidate type names
+  std::string imatrix_path;          // optional
+  std::vector<std::string> imports;  // "PATH" or "PATH:LABEL"
+  std::string out_dir;
+  int n_threads = 0;                 // 0: all cores
+  bool quiet = false;                // no progress bar
+};
+
+Result<Manifest> build_pool(const PoolOptions& opt);
+
+}  // namespace gm

@@ -1,0 +1,122 @@
+#include "util/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <openssl/evp.h>
+
+namespace fs = std::filesystem;
+
+namespace gm {
+
+static std::string temp_name_for(const std::string& path) {
+  std::random_device rd;
+  return path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd() % 1000000) + ".partial";
+}
+
+Status check_writable_dir(const std::string& path) {
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return Status::errorf("cannot write {}: directory {} does not exist", path, dir.string());
+  if (::access(dir.c_str(), W_OK) != 0) return Status::errorf("cannot write {}: {}", path, std::strerror(errno));
+  return Status::ok();
+}
+
+Status write_atomic(const std::string& path, const std::function<Status(const std::string&)>& write) {
+  GAMMA_RETURN_IF_ERROR(check_writable_dir(path));
+  const std::string tmp = temp_name_for(path);
+  Status st = write(tmp);
+  if (st.is_ok()) {
+    // fsync so a crash after rename cannot leave an empty file under the final name.
+    int fd = ::open(tmp.c_str(), O_RDONLY);
+    if (fd < 0 || ::fsync(fd) != 0) st = Status::errorf("cannot write {}: {}", path, std::strerror(errno));
+    if (fd >= 0) ::close(fd);
+  }
+  if (st.is_ok() && std::rename(tmp.c_str(), path.c_str()) != 0)
+    st = Status::errorf("cannot write {}: {}", path, std::strerror(errno));
+  if (!st.is_ok()) std::remove(tmp.c_str());
+  return st;
+}
+
+Status write_file_atomic(const std::string& path, const std::string& contents) {
+  return write_atomic(path, [&](const std::string& tmp) -> Status {
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) return Status::errorf("cannot write {}: {}", path, std::strerror(errno));
+    size_t n = std::fwrite(contents.data(), 1, contents.size(), f);
+    bool ok = n == contents.size() && std::fflush(f) == 0;
+    int err = errno;
+    ok = (std::fclose(f) == 0) && ok;
+    if (!ok) return Status::errorf("cannot write {}: {}", path, std::strerror(err ? err : EIO));
+    return Status::ok();
+  });
+}
+
+Result<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::errorf("cannot read {}: {}", path, std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Status::errorf("cannot read {}", path);
+  return ss.str();
+}
+
+static std::string to_hex(const unsigned char* d, unsigned n) {
+  static const char* hex = "0123456789abcdef";
+  std::string s(2 * n, '0');
+  for (unsigned i = 0; i < n; ++i) { s[2 * i] = hex[d[i] >> 4]; s[2 * i + 1] = hex[d[i] & 15]; }
+  return s;
+}
+
+std::string sha256_hex(const void* data, size_t n) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  EVP_Digest(data, n, md, &len, EVP_sha256(), nullptr);
+  return to_hex(md, len);
+}
+
+Result<std::string> sha256_file(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return Status::errorf("cannot read {}: {}", path, std::strerror(errno));
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  std::vector<unsigned char> buf(1 << 20);
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) EVP_DigestUpdate(ctx, buf.data(), n);
+  bool err = std::ferror(f);
+  std::fclose(f);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  EVP_DigestFinal_ex(ctx, md, &len);
+  EVP_MD_CTX_free(ctx);
+  if (err) return Status::errorf("cannot read {}", path);
+  return to_hex(md, len);
+}
+
+Result<uint64_t> file_size(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Status::errorf("cannot read {}: {}", path, std::strerror(errno));
+  return static_cast<uint64_t>(st.st_size);
+}
+
+std::string cache_dir() {
+  std::string dir;
+  if (const char* g = std::getenv("GAMMA_CACHE"); g && *g) dir = g;
+  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = std::string(x) + "/gamma";
+  else dir = std::string(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") + "/.cache/gamma";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  return dir;
+}
+
+}  // namespace gm

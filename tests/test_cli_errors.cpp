@@ -1,0 +1,118 @@
+// Bad input through the CLI: one line on stderr, a non-zero exit, and no file left behind.
+#include <filesystem>
+#include <fstream>
+
+#include "gguf.h"
+#include "gguf_model/writer.h"
+#include "testing.h"
+#include "util/files.h"
+
+using namespace gm;
+using namespace gm::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The error line, after checking the exit code and that it is exactly one line.
+std::string fails(const std::string& args) {
+  auto r = gamma(args);
+  EXPECT_NE(r.exit_code, 0) << args << "\n" << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << "\n" << r.output;
+  EXPECT_EQ(r.output.rfind("gamma: error: ", 0), 0u) << r.output;
+  return r.output;
+}
+
+size_t files_in(const std::string& dir) {
+  size_t n = 0;
+  for (auto& e : fs::directory_iterator(dir)) n += e.is_regular_file();
+  return n;
+}
+
+struct Fixture : ::testing::Test {
+  TempDir d;
+  void SetUp() override {
+    auto r = gamma("pool " + stories260k() + " --types Q4_0,Q8_0 -o " + (d / "pool"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    r = gamma("plan " + (d / "pool") + " --uniform Q8_0 -o " + (d / "plan.json"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    fs::create_directories(d / "out");
+  }
+  void edit_plan(const std::string& from, const std::string& to, const std::string& dst) {
+    std::string s = read_file(d / "plan.json").value();
+    auto pos = s.find(from);
+    ASSERT_NE(pos, std::string::npos);
+    s.replace(pos, from.size(), to);
+    std::ofstream(dst) << s;
+  }
+};
+
+}  // namespace
+
+TEST_F(Fixture, BadModels) {
+  std::string good = read_file(stories260k()).value();
+  std::ofstream(d / "trunc.gguf", std::ios::binary) << good.substr(0, good.size() - 1000);
+  std::ofstream(d / "magic.gguf", std::ios::binary) << "GGML" << good.substr(4);
+  EXPECT_NE(fails("inspect " + (d / "trunc.gguf")).find("truncated"), std::string::npos);
+  EXPECT_NE(fails("pool " + (d / "magic.gguf") + " -o " + (d / "p2")).find("bad magic"), std::string::npos);
+  EXPECT_NE(fails("dequantize " + (d / "trunc.gguf") + " -o " + (d / "out/t.gguf")).find("truncated"), std::string::npos);
+  GgufWriter w;
+  gguf_set_val_str(w.gguf(), "general.architecture", "falcon");
+  w.add({"blk.0.attn_q.weight", GGML_TYPE_F32, {32, 32}});
+  ASSERT_TRUE(w.write(d / "falcon.gguf", [](size_t, std::vector<uint8_t>& b) {
+    b.assign(32 * 32 * 4, 0);
+    return Status::ok();
+  }).is_ok());
+  EXPECT_NE(fails("inspect " + (d / "falcon.gguf")).find("unsupported architecture 'falcon'"), std::string::npos);
+  EXPECT_EQ(files_in(d / "out"), 0u);
+}
+
+TEST_F(Fixture, BadPoolOptions) {
+  EXPECT_NE(fails("pool " + stories260k() + " --types Q4_0,Q9_Z -o " + (d / "p3")).find("unknown type 'Q9_Z'"),
+            std::string::npos);
+  EXPECT_NE(fails("pool " + stories260k() + " --imatrix " + stories260k() + " -o " + (d / "p4")).find("imatrix"),
+            std::string::npos);
+  // A type no module row can hold, as a plan: named, with the way out.
+  EXPECT_NE(fails("plan " + (d / "pool") + " --uniform Q4_K -o " + (d / "out/p.json")).find("no Q4_K candidate"),
+            std::string::npos);
+  EXPECT_EQ(files_in(d / "out"), 0u);
+}
+
+TEST_F(Fixture, BadPlans) {
+  const std::string out = d / "out/x.gguf";
+  edit_plan("\"blk.0.attn_q.weight\"", "\"blk.0.attn_qq.weight\"", d / "unknown.json");
+  EXPECT_NE(fails("emit " + (d / "pool") + " " + (d / "unknown.json") + " -o " + out).find("unknown module 'blk.0.attn_qq.weight'"),
+            std::string::npos);
+  edit_plan("\"blk.0.attn_q.weight\": \"Q8_0\"", "\"blk.0.attn_q.weight\": \"Q4_K\"", d / "cannot.json");
+  EXPECT_NE(fails("emit " + (d / "pool") + " " + (d / "cannot.json") + " -o " + out).find("no candidate 'Q4_K'"),
+            std::string::npos);
+  std::ofstream(d / "broken.json") << "{\"schema\": \"gamma.plan\", \"version\": 1, \"modules\": {";
+  EXPECT_NE(fails("emit " + (d / "pool") + " " + (d / "broken.json") + " -o " + out).find("malformed JSON"),
+            std::string::npos);
+  edit_plan("\"gamma.plan\"", "\"gamma.scores\"", d / "schema.json");
+  EXPECT_NE(fails("emit " + (d / "pool") + " " + (d / "schema.json") + " -o " + out).find("expected gamma.plan"),
+            std::string::npos);
+  EXPECT_EQ(files_in(d / "out"), 0u);
+}
+
+TEST_F(Fixture, PoolOfAnotherModel) {
+  // A second model: the uniform Q8_0 emitted from the first pool (same shapes, other bytes).
+  ASSERT_EQ(gamma("emit " + (d / "pool") + " " + (d / "plan.json") + " -o " + (d / "q8.gguf")).exit_code, 0);
+  ASSERT_EQ(gamma("pool " + (d / "q8.gguf") + " --types Q4_0 -o " + (d / "pool2")).exit_code, 0);
+  EXPECT_NE(fails("emit " + (d / "pool2") + " " + (d / "plan.json") + " -o " + (d / "out/x.gguf")).find("another model"),
+            std::string::npos);
+  // ... and building a pool of one model into another model's pool directory.
+  EXPECT_NE(fails("pool " + (d / "q8.gguf") + " --types Q4_0 -o " + (d / "pool")).find("another model"),
+            std::string::npos);
+  EXPECT_EQ(files_in(d / "out"), 0u);
+}
+
+TEST_F(Fixture, UnwritableOrFullOutput) {
+  EXPECT_NE(fails("emit " + (d / "pool") + " " + (d / "plan.json") + " -o /nonexistent/dir/x.gguf").find("does not exist"),
+            std::string::npos);
+  // A full disk, simulated by a 64 KiB file-size limit: the write fails cleanly, no partial file.
+  auto r = run("ulimit -f 64; " + gamma_cli() + " emit " + (d / "pool") + " " + (d / "plan.json") + " -o " +
+               (d / "out/x.gguf"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("gamma: error: cannot write"), std::string::npos) << r.output;
+  EXPECT_EQ(files_in(d / "out"), 0u);
+}

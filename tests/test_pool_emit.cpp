@@ -1,0 +1,198 @@
+// pool -> plan -> emit on stories260K, judged by llama.cpp itself: libllama loads what gamma
+// writes, llama-quantize reproduces its per-tensor types from the recipe, llama-perplexity
+// scores it, and gamma's quantized bytes equal llama-quantize's for the same imatrix.
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+
+#include "emit/emit.h"
+#include "gguf_model/model.h"
+#include "llama.h"
+#include "plan/plan.h"
+#include "pool/pool.h"
+#include "testing.h"
+#include "util/files.h"
+
+using namespace gm;
+using namespace gm::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+Manifest make_pool(const TempDir& d, const std::string& types, const std::string& imatrix = "") {
+  PoolOptions o;
+  o.model_path = stories260k();
+  std::stringstream ss(types);
+  for (std::string t; std::getline(ss, t, ',');) o.types.push_back(t);
+  o.imatrix_path = imatrix;
+  o.out_dir = d / "pool";
+  o.quiet = true;
+  auto m = build_pool(o);
+  EXPECT_TRUE(m.is_ok()) << m.status().message();
+  return m.value();
+}
+
+bool llama_loads(const std::string& path) {
+  llama_log_set([](ggml_log_level, const char*, void*) {}, nullptr);
+  llama_backend_init();
+  auto p = llama_model_default_params();
+  llama_model* m = llama_model_load_from_file(path.c_str(), p);
+  if (!m) return false;
+  llama_model_free(m);
+  return true;
+}
+
+std::map<std::string, std::string> types_of(const std::string& path) {
+  std::map<std::string, std::string> out;
+  auto m = Model::open(path);
+  EXPECT_TRUE(m.is_ok()) << m.status().message();
+  for (const auto& t : (*m)->tensors()) out[t.name] = type_name(t.type);
+  return out;
+}
+
+double final_ppl(const std::string& out) {
+  std::smatch sm;
+  static const std::regex re("Final estimate: PPL = ([0-9.]+)");
+  EXPECT_TRUE(std::regex_search(out, sm, re)) << out.substr(out.size() > 2000 ? out.size() - 2000 : 0);
+  return sm.empty() ? -1 : std::stod(sm[1]);
+}
+
+double llama_ppl(const std::string& model, int chunks) {
+  auto r = run(llama_tool("llama-perplexity") + " -m " + model + " -f " +
+               shared_data("text/tinystories-valid-prefix.txt") + " -c 128 -b 128 -t 2 --chunks " +
+               std::to_string(chunks));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return final_ppl(r.output);
+}
+
+}  // namespace
+
+TEST(Pool, ManifestFiguresAreRealBytesAndErrors) {
+  TempDir d;
+  Manifest m = make_pool(d, "Q4_0,Q8_0");
+  ASSERT_EQ(m.modules.size(), 35u);
+  EXPECT_EQ(m.types, (std::vector<std::string>{"Q4_0", "Q8_0"}));
+  for (const auto& e : m.modules) {
+    if (e.kind == "ffn_down") {
+      // 172-wide rows fit no 32-wide block: the F16 fallback, as llama-quantize does.
+      ASSERT_EQ(e.candidates.size(), 1u);
+      EXPECT_EQ(e.candidates[0].id, "F16");
+      continue;
+    }
+    ASSERT_EQ(e.candidates.size(), 2u) << e.name;
+    const auto& q4 = e.candidates[0];
+    const auto& q8 = e.candidates[1];
+    EXPECT_EQ(q4.id, "Q4_0");
+    EXPECT_EQ(q4.bytes, type_bytes(GGML_TYPE_Q4_0, e.shape[0], e.shape[1]));
+    EXPECT_DOUBLE_EQ(q4.bpw, 4.5);
+    EXPECT_DOUBLE_EQ(q8.bpw, 8.5);
+    EXPECT_EQ(q8.file_bytes % m.alignment, 0u);
+    EXPECT_GT(q4.rel_err, 10 * q8.rel_err);
+    EXPECT_GT(q8.rel_err, 0);
+    EXPECT_LT(q4.rel_err, 0.05);
+  }
+  auto again = Manifest::load(m.dir);
+  ASSERT_TRUE(again.is_ok()) << again.status().message();
+  EXPECT_EQ(again->to_json(), m.to_json());
+}
+
+TEST(Pool, InterruptedBuildResumes) {
+  TempDir d;
+  Manifest first = make_pool(d, "Q4_0,Q5_0,Q8_0");
+  const auto q4_time = fs::last_write_time(d / "pool/cand-Q4_0.gguf");
+  fs::remove(d / "pool/cand-Q8_0.gguf");       // as if killed while writing Q8_0
+  fs::remove(d / "pool/manifest.json");
+  std::ofstream(d / "pool/cand-Q8_0.gguf.tmp-1-2.partial") << "junk";  // a dead temp file
+  Manifest second = make_pool(d, "Q4_0,Q5_0,Q8_0");
+  EXPECT_EQ(fs::last_write_time(d / "pool/cand-Q4_0.gguf"), q4_time);  // reused, not redone
+  EXPECT_TRUE(fs::exists(d / "pool/cand-Q8_0.gguf"));
+  EXPECT_EQ(second.to_json(), first.to_json());
+}
+
+TEST(Emit, UniformQ8MatchesPredictionLoadsAndKeepsF32Perplexity) {
+  TempDir d;
+  Manifest m = make_pool(d, "Q4_0,Q8_0");
+  Plan p = uniform_plan(m, "Q8_0").value();
+  ASSERT_TRUE(p.save(d / "plan.json").is_ok());
+  auto r = emit(m.dir, Plan::load(d / "plan.json").value(), d / "q8.gguf");
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(file_size(d / "q8.gguf").value(), r->file_bytes);
+  EXPECT_EQ(plan_size(m, p).file_bytes, r->file_bytes);
+  EXPECT_TRUE(llama_loads(d / "q8.gguf"));
+  auto types = types_of(d / "q8.gguf");
+  EXPECT_EQ(types["blk.2.attn_q.weight"], "Q8_0");
+  EXPECT_EQ(types["blk.2.ffn_down.weight"], "F16");
+  EXPECT_EQ(types["token_embd.weight"], "Q8_0");  // base Q6_K falls back to Q8_0 at 64 wide
+  EXPECT_EQ(types["output.weight"], "Q8_0");
+  EXPECT_EQ(types["blk.2.attn_norm.weight"], "F32");
+  // DEVELOPERS.md: a uniform Q8_0 stories260K reproduces the F32 PPL within 1%.
+  const double ref = llama_ppl(stories260k(), 120), q8 = llama_ppl(d / "q8.gguf", 120);
+  EXPECT_NEAR(q8 / ref, 1.0, 0.01) << "F32 " << ref << " Q8_0 " << q8;
+}
+
+TEST(Emit, RandomMixedPlanIsReproducedByLlamaQuantizeFromTheRecipe) {
+  TempDir d;
+  Manifest m = make_pool(d, "Q4_0,Q4_1,Q5_0,Q8_0");
+  Plan p = uniform_plan(m, "Q4_0").value();
+  p.method = "random";
+  std::mt19937 rng(7);
+  for (const auto& e : m.modules) p.modules[e.name] = e.candidates[rng() % e.candidates.size()].id;
+  p.fixed["token_embd.weight"] = "Q5_0";
+  auto r = emit(m.dir, p, d / "mix.gguf");
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(file_size(d / "mix.gguf").value(), r->file_bytes);
+  EXPECT_TRUE(llama_loads(d / "mix.gguf"));
+  auto got = types_of(d / "mix.gguf");
+  for (const auto& [name, id] : p.modules) EXPECT_EQ(got[name], id) << name;
+  EXPECT_EQ(got["token_embd.weight"], "Q5_0");
+
+  // The recipe, fed to the vendored llama-quantize with the FP source, gives the same types.
+  auto q = run(llama_tool("llama-quantize") + " --tensor-type-file " + r->tensor_types_path + " " + stories260k() +
+               " " + (d / "lq.gguf") + " Q4_0 2");
+  ASSERT_EQ(q.exit_code, 0) << q.output;
+  EXPECT_EQ(types_of(d / "lq.gguf"), got);
+}
+
+TEST(Pool, ImatrixWeightsLikeLlamaQuantizeAndImportsCopyBytes) {
+  TempDir d;
+  // A real imatrix from the vendored llama-imatrix.
+  auto im = run(llama_tool("llama-imatrix") + " -m " + stories260k() + " -f " +
+                shared_data("text/tinystories-valid-prefix.txt") + " -c 128 --chunks 20 -t 2 -o " + (d / "im.gguf"));
+  ASSERT_EQ(im.exit_code, 0) << im.output;
+  Manifest m = make_pool(d, "Q4_0", d / "im.gguf");
+  EXPECT_FALSE(m.imatrix_sha256.empty());
+  // llama-quantize --pure Q4_0 with the same imatrix writes the very same bytes.
+  auto q = run(llama_tool("llama-quantize") + " --pure --imatrix " + (d / "im.gguf") + " " + stories260k() + " " +
+               (d / "lq.gguf") + " Q4_0 2");
+  ASSERT_EQ(q.exit_code, 0) << q.output;
+  auto lq = TensorFile::open(d / "lq.gguf").value();
+  auto cand = TensorFile::open(d / "pool/cand-Q4_0.gguf").value();
+  const auto* a = lq->find("blk.1.attn_v.weight");
+  const auto* b = cand->find("blk.1.attn_v.weight");
+  ASSERT_TRUE(a && b);
+  std::vector<uint8_t> x(a->nbytes), y(b->nbytes);
+  ASSERT_TRUE(lq->read_raw(*a, x.data()).is_ok());
+  ASSERT_TRUE(cand->read_raw(*b, y.data()).is_ok());
+  EXPECT_EQ(x, y);
+
+  // --import: llama-quantize's tensors become candidates TYPE@LABEL, bytes copied as is.
+  PoolOptions o;
+  o.model_path = stories260k();
+  o.types = {"Q8_0"};
+  o.imports = {d / "lq.gguf:lq"};
+  o.out_dir = d / "pool2";
+  o.quiet = true;
+  auto m2 = build_pool(o);
+  ASSERT_TRUE(m2.is_ok()) << m2.status().message();
+  const Candidate* c = m2->find("blk.1.attn_v.weight")->find("Q4_0@lq");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->bytes, a->nbytes);
+  Plan p = uniform_plan(*m2, "Q8_0").value();
+  p.modules["blk.1.attn_v.weight"] = "Q4_0@lq";
+  ASSERT_TRUE(emit(m2->dir, p, d / "imp.gguf").is_ok());
+  auto out = TensorFile::open(d / "imp.gguf").value();
+  std::vector<uint8_t> z(out->find("blk.1.attn_v.weight")->nbytes);
+  ASSERT_TRUE(out->read_raw(*out->find("blk.1.attn_v.weight"), z.data()).is_ok());
+  EXPECT_EQ(z, x);
+}

@@ -1,0 +1,70 @@
+// Shared helpers for gamma's tests: data paths, a scratch directory, and running the CLI or
+// a llama.cpp tool as a subprocess (the way a user would) with its output captured.
+#pragma once
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace gm::testing {
+
+inline std::string shared_data(const std::string& rel) { return std::string(GAMMA_SHARED_DATA) + "/" + rel; }
+inline std::string stories260k() { return shared_data("models/stories260K.gguf"); }
+inline std::string llama_tool(const std::string& name) { return std::string(GAMMA_LLAMA_BIN) + "/" + name; }
+inline std::string gamma_cli() { return GAMMA_CLI; }
+
+// The cached SmolLM2-135M (`gamma fetch smollm2-135m`), or "" when not fetched. CI fetches
+// it before the tests; locally the SmolLM2 tests skip without it.
+inline std::string smollm2() {
+  const char* env = std::getenv("GAMMA_SMOLLM2");
+  if (env && std::filesystem::exists(env)) return env;
+  const char* c = std::getenv("GAMMA_CACHE");
+  const char* x = std::getenv("XDG_CACHE_HOME");
+  const char* h = std::getenv("HOME");
+  std::string base = c ? c : (x ? std::string(x) + "/gamma" : std::string(h ? h : "/root") + "/.cache/gamma");
+  std::string p = base + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  return std::filesystem::exists(p) ? p : "";
+}
+
+// A fresh directory per test, removed afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "gamma";
+    path_ = std::filesystem::temp_directory_path() / ("gamma-test-" + name + "-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string operator/(const std::string& rel) const { return (path_ / rel).string(); }
+  std::string str() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs a shell command line, capturing its combined output.
+inline RunResult run(const std::string& cmd) {
+  RunResult r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  int st = pclose(p);
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+inline RunResult gamma(const std::string& args) { return run(gamma_cli() + " " + args); }
+
+}  // namespace gm::testing
