@@ -1,0 +1,127 @@
+// gamma solve: Stage II. Scores + pool + budget -> the plan with the highest total score
+// that fits, proven optimal (or with its gap reported); --sweep writes one plan per budget
+// and the Pareto front.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/command.h"
+#include "solve/allocate.h"
+#include "solve/budget.h"
+#include "util/files.h"
+
+namespace gm::cli {
+namespace {
+
+struct SolveOpts {
+  std::string pool, scores, out, bpw, size, sweep;
+  bool from_manifest = false, require_optimal = false;
+  std::vector<std::string> allow, pin;
+  double time_limit = 60;
+};
+
+void report(const solve::Allocation& a, const std::string& path, bool require_optimal) {
+  const auto& s = a.solution;
+  std::printf("%s: %s -> linear %.4f bpw, file %s; score %.9g, %s (gap %.3g) in %.2f ms\n", path.c_str(),
+              a.budget.describe().c_str(), a.size.linear_bpw, solve::format_size(a.size.file_bytes).c_str(), s.score,
+              s.optimal ? "optimal" : "NOT proven optimal", s.gap(), s.seconds * 1e3);
+  if (!s.optimal && !require_optimal)
+    std::fprintf(stderr, "gamma: warning: %s: not proven optimal within the limits; best found %.9g, upper bound %.9g\n",
+                 path.c_str(), s.score, s.upper_bound);
+}
+
+// File names for sweep plans: enough decimals to tell the budgets apart.
+std::string plan_name(double bpw, double step) {
+  int decimals = 2;
+  while (decimals < 9 && std::fabs(step * std::pow(10.0, decimals) - std::round(step * std::pow(10.0, decimals))) > 1e-6)
+    ++decimals;
+  return fmt::format("plan-{:.{}f}bpw.json", bpw, decimals);
+}
+
+void run_solve(const SolveOpts& o) {
+  const int budgets = !o.bpw.empty() + !o.size.empty() + !o.sweep.empty();
+  if (budgets != 1) throw Failure("give exactly one budget: --bpw X, --size BYTES or --sweep START:STOP:STEP");
+  if (o.scores.empty() == !o.from_manifest) throw Failure("give exactly one of --scores FILE or --score-from-manifest");
+  if (!(o.time_limit > 0)) throw Failure("--time-limit must be positive");
+
+  // Everything is parsed and checked before anything is solved or written.
+  solve::Budget budget;
+  std::vector<double> sweep;
+  if (!o.bpw.empty()) {
+    char* end = nullptr;
+    budget.bpw = std::strtod(o.bpw.c_str(), &end);
+    if (o.bpw.empty() || *end || !std::isfinite(budget.bpw) || budget.bpw <= 0)
+      throw Failure(fmt::format("--bpw '{}' is not a positive number", o.bpw));
+  } else if (!o.size.empty()) {
+    budget.kind = solve::Budget::Kind::kFileBytes;
+    budget.file_bytes = value_or_fail(solve::parse_size(o.size));
+  } else {
+    sweep = value_or_fail(solve::parse_sweep(o.sweep));
+  }
+  std::vector<solve::Constraint> cs;
+  for (const auto& s : o.allow) cs.push_back(value_or_fail(solve::parse_constraint(solve::Constraint::Kind::kAllow, s)));
+  for (const auto& s : o.pin) cs.push_back(value_or_fail(solve::parse_constraint(solve::Constraint::Kind::kPin, s)));
+  std::string out = o.out;
+  while (!sweep.empty() && out.size() > 1 && out.back() == '/') out.pop_back();
+  fail_if(check_writable_dir(out));
+
+  Manifest m = value_or_fail(Manifest::load(o.pool));
+  solve::Scores scores = value_or_fail(o.from_manifest ? solve::Scores::from_manifest(m) : solve::Scores::load(o.scores));
+  solve::KnapsackOptions kopt;
+  kopt.max_seconds = o.time_limit;
+  auto alloc = value_or_fail(solve::Allocator::create(m, std::move(scores), cs, kopt));
+
+  auto check_optimal = [&](const solve::Allocation& a) {
+    if (o.require_optimal && !a.solution.optimal)
+      throw Failure(fmt::format("{}: not proven optimal within --time-limit (gap {:.3g}); nothing written",
+                                a.budget.describe(), a.solution.gap()));
+  };
+  if (sweep.empty()) {
+    solve::Allocation a = value_or_fail(alloc.solve(budget));
+    check_optimal(a);
+    fail_if(a.plan.save(o.out));
+    report(a, o.out, o.require_optimal);
+    return;
+  }
+  std::vector<solve::Allocation> all = value_or_fail(alloc.sweep(sweep));
+  for (const auto& a : all) check_optimal(a);
+  const double step = sweep.size() > 1 ? sweep[1] - sweep[0] : 0.01;
+  std::vector<std::string> names;
+  for (const auto& a : all) names.push_back(plan_name(a.budget.bpw, step));
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec) throw Failure(fmt::format("cannot create {}: {}", out, ec.message()));
+  for (size_t k = 0; k < all.size(); ++k) fail_if(all[k].plan.save(out + "/" + names[k]));
+  const std::string front = out + "/pareto.json";
+  fail_if(write_json(front, alloc.pareto(all, names)));
+  double total = 0;
+  size_t optimal = 0;
+  for (const auto& a : all) total += a.solution.seconds, optimal += a.solution.optimal;
+  std::printf("%s: %zu plans (%zu proven optimal) from %.4g to %.4g bpw in %.1f ms; Pareto front %s\n", out.c_str(),
+              all.size(), optimal, sweep.front(), sweep.back(), total * 1e3, front.c_str());
+  for (const auto& a : all)
+    if (!a.solution.optimal)
+      std::fprintf(stderr, "gamma: warning: %s: not proven optimal; best found %.9g, upper bound %.9g\n",
+                   a.budget.describe().c_str(), a.solution.score, a.solution.upper_bound);
+}
+
+void add_solve(CLI::App& app) {
+  auto o = std::make_shared<SolveOpts>();
+  auto* c = app.add_subcommand("solve", "Stage II: the best plan within a budget (exact knapsack over the scores)");
+  c->add_option("--pool", o->pool, "pool directory")->required();
+  c->add_option("--scores", o->scores, "SCORES.json (gamma.scores): score[module][candidate], higher is better");
+  c->add_flag("--score-from-manifest", o->from_manifest, "score = -rel_err from the pool manifest");
+  c->add_option("--bpw", o->bpw, "budget: bits per weight over the linear modules (scales included)");
+  c->add_option("--size", o->size, "budget: the whole GGUF file, e.g. 900MiB, 1.2GB, 123456");
+  c->add_option("--sweep", o->sweep, "budgets START:STOP:STEP in bpw; -o is then a directory of plans + pareto.json");
+  c->add_option("--allow", o->allow, "PATTERN=ID[,ID...]: modules matching PATTERN (regex) use only these candidates");
+  c->add_option("--pin", o->pin, "PATTERN=ID: modules matching PATTERN (regex) use this candidate");
+  c->add_option("--time-limit", o->time_limit, "seconds per budget before giving up the proof (gap reported)");
+  c->add_flag("--require-optimal", o->require_optimal, "fail (write nothing) unless every plan is proven optimal");
+  c->add_option("-o,--output", o->out, "plan JSON to write (a directory with --sweep)")->required();
+  c->callback([o] { run_solve(*o); });
+}
+
+}  // namespace
+GAMMA_COMMAND(50, add_solve);
+}  // namespace gm::cli

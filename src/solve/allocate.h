@@ -1,0 +1,75 @@
+// Stage II on a pool: scores + constraints + a budget -> the plan with the highest total
+// score that fits (exact multiple-choice knapsack, solve/knapsack.h), and budget sweeps
+// with their Pareto front.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/plan.h"
+#include "pool/manifest.h"
+#include "solve/constraints.h"
+#include "solve/knapsack.h"
+#include "solve/scores.h"
+#include "util/json.h"
+#include "util/status.h"
+
+namespace gm::solve {
+
+struct Budget {
+  enum class Kind { kBpw, kFileBytes } kind = Kind::kBpw;
+  double bpw = 0;           // kBpw: bits per weight over the linear modules, scales included
+  uint64_t file_bytes = 0;  // kFileBytes: the whole GGUF as emit writes it
+  std::string describe() const;
+};
+
+struct Allocation {
+  Budget budget;
+  Plan plan;
+  KnapsackSolution solution;
+  PlanSize size;
+  uint64_t capacity = 0;     // bytes the linear modules may take (bytes or file_bytes)
+  double fixed_bpw = 0;      // the bpw whose default types the fixed tensors got
+};
+
+class Allocator {
+ public:
+  // `m` must outlive the allocator. Checks the scores against the pool and applies the
+  // constraints (see scores.h, constraints.h).
+  static Result<Allocator> create(const Manifest& m, Scores scores, const std::vector<Constraint>& constraints,
+                                  KnapsackOptions opt = {});
+
+  // The best plan within the budget. An infeasible budget fails naming the smallest
+  // feasible one; an answer not proven optimal is returned with its gap (see
+  // Allocation::solution.optimal), never passed off as optimal.
+  Result<Allocation> solve(const Budget& b) const;
+  // One plan per bpw budget, solved in increasing order so each answer seeds the next; all
+  // or nothing (the first infeasible budget fails the sweep).
+  Result<std::vector<Allocation>> sweep(const std::vector<double>& bpws) const;
+
+  // The smallest feasible budgets (every module at its lightest allowed candidate).
+  double min_bpw() const;
+  uint64_t min_file_bytes() const;
+
+  // gamma.pareto v1: one point per budget with its plan file; on_front marks the points no
+  // other point beats in both size and score.
+  json pareto(const std::vector<Allocation>& points, const std::vector<std::string>& plan_files) const;
+
+ private:
+  Allocator() = default;
+  const Knapsack& knapsack(Budget::Kind kind) const;
+  Result<Allocation> finish(const Budget& b, uint64_t capacity, double fixed_bpw,
+                            const std::map<std::string, std::string>& fixed, KnapsackSolution sol) const;
+  Status fixed_for_size(uint64_t file_bytes, double* bpw, std::map<std::string, std::string>* fixed,
+                        uint64_t* capacity) const;
+
+  const Manifest* m_ = nullptr;
+  Scores scores_;
+  std::vector<std::string> constraint_specs_;
+  size_t unscored_ = 0;
+  std::vector<std::vector<int>> cand_;  // per module: candidate index of each knapsack item
+  std::optional<Knapsack> by_bytes_, by_file_bytes_;
+  int64_t linear_params_ = 0;
+};
+
+}  // namespace gm::solve

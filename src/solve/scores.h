@@ -1,0 +1,37 @@
+// Stage II's input scores (SCORES.json, schema "gamma.scores" v1, see docs/formats.md):
+// score[module][candidate], higher is better. Stage II is scorer-agnostic: Stage I writes
+// its probabilities there, other scorers their own; -rel_err straight from the pool
+// manifest is built in.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pool/manifest.h"
+#include "util/status.h"
+
+namespace gm::solve {
+
+struct Scores {
+  static constexpr const char* kSchema = "gamma.scores";
+  static constexpr int kVersion = 1;
+
+  std::string source;             // the file, or "pool manifest (-rel_err)"
+  std::string method;             // "gamma", "static", "hawq", "neg_rel_err", ...
+  std::string model_fingerprint;  // empty when the file does not say
+  std::string pool_manifest_sha256;
+  std::map<std::string, std::map<std::string, double>> score;  // module -> candidate id -> score
+
+  // Reads and checks the file itself: every score a finite number (NaN, null, strings and
+  // infinities are refused with the module and candidate named).
+  static Result<Scores> load(const std::string& path);
+  // score = -rel_err of every candidate in the manifest.
+  static Result<Scores> from_manifest(const Manifest& m);
+
+  // Checks the scores against the pool: same model, no module or candidate the pool lacks,
+  // every pool module scored. A pool candidate without a score is simply not a choice;
+  // `unscored` counts those.
+  Status check(const Manifest& m, size_t* unscored) const;
+};
+
+}  // namespace gm::solve
