@@ -130,12 +130,9 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
   std::map<std::string, std::string> recipe;
   for (const auto& t : tensors)
     if (t.shape.size() >= 2) recipe[t.name] = type_name(out_type.at(t.name));
-  res.tensor_types_path = out_path + ".tensor-types.txt";
-  {
-    std::string base = out_path;
-    if (base.size() > 5 && base.substr(base.size() - 5) == ".gguf") base.resize(base.size() - 5);
-    res.tensor_types_path = base + ".tensor-types.txt";
-  }
+  std::string base = out_path;  // OUT.gguf -> OUT.tensor-types.txt
+  if (base.size() > 5 && base.compare(base.size() - 5, 5, ".gguf") == 0) base.resize(base.size() - 5);
+  res.tensor_types_path = base + ".tensor-types.txt";
   GAMMA_RETURN_IF_ERROR(write_file_atomic(res.tensor_types_path, tensor_types_text(recipe)));
   return res;
 }
