@@ -47,6 +47,10 @@ void add_inspect(CLI::App& app) {
     }
     for (const auto& t : m->tensors()) { all_params += t.n_elements(); all_bytes += t.nbytes; }
     j["linear"] = mods;
+    json all = json::array();
+    for (const auto& t : m->tensors())
+      all.push_back({{"name", t.name}, {"type", type_name(t.type)}, {"shape", t.shape}, {"bytes", t.nbytes}});
+    j["tensors"] = all;
     j["totals"] = {{"linear_modules", m->linear().size()}, {"linear_params", lin_params}, {"linear_bytes", lin_bytes},
                    {"linear_bpw", 8.0 * double(lin_bytes) / double(lin_params)}, {"tensors", m->tensors().size()},
                    {"params", all_params}, {"tensor_bytes", all_bytes}, {"linear_bytes_by_type", by_type}};

@@ -41,35 +41,38 @@ json.dump(p, open("plan-random.json", "w"), indent=1)
 PY
 [ -f random.gguf ] || $G emit pool plan-random.json -o random.gguf
 
-ppl() {  # model -> final PPL line
-  [ -f "$1.ppl" ] || $B/llama-perplexity -m "$1" -f $data/text/wiki.test.raw -c 512 --chunks 40 -t $T > "$1.ppl.log" 2>&1 \
-    && grep "Final estimate" "$1.ppl.log" > "$1.ppl"
-  cat "$1.ppl"
+ppl() {  # PPL of a model on wiki.test.raw, -c 512 --chunks 40 (log kept, so reruns skip it)
+  grep -q "Final estimate" "$1.ppl.log" 2>/dev/null ||
+    $B/llama-perplexity -m "$1" -f $data/text/wiki.test.raw -c 512 --chunks 40 -t $T > "$1.ppl.log" 2>&1
+  grep "Final estimate" "$1.ppl.log"
 }
-ppl q4k.gguf; ppl random.gguf; ppl "$src"
-
 # The recipe reproduces the allocation through llama-quantize from the teacher.
-for x in q4k random; do
-  [ -f lq-$x.gguf ] || $B/llama-quantize --tensor-type-file $x.tensor-types.txt teacher-f32.gguf lq-$x.gguf Q4_K_M $T > lq-$x.log 2>&1
-  $G inspect --json $x.gguf > $x.inspect.json
-  $G inspect --json lq-$x.gguf > lq-$x.inspect.json
-done
+recipe() {
+  [ -f lq-$1.gguf ] || $B/llama-quantize --tensor-type-file $1.tensor-types.txt teacher-f32.gguf lq-$1.gguf Q4_K_M $T > lq-$1.log 2>&1
+  $G inspect --json $1.gguf > $1.inspect.json
+  $G inspect --json lq-$1.gguf > lq-$1.inspect.json
+}
+ppl q4k.gguf; ppl random.gguf
+recipe random; recipe q4k
+[ "${SOURCE_PPL:-1}" = 0 ] || { ln -sf "$src" source.gguf; ppl source.gguf; }
+
 python3 - "$root/results/foundation_qwen.json" <<'PY'
 import json, re, sys, os
 def types(f):
-    j = json.load(open(f)); return {m["name"]: m["type"] for m in j["linear"]}
+    j = json.load(open(f)); return {t["name"]: t["type"] for t in j["tensors"]}
 def ppl(f):
-    s = open(f).read(); m = re.search(r"PPL = ([0-9.]+) \+/- ([0-9.]+)", s); return [float(m[1]), float(m[2])]
+    if not os.path.exists(f): return None
+    m = re.search(r"PPL = ([0-9.]+) \+/- ([0-9.]+)", open(f).read()); return [float(m[1]), float(m[2])] if m else None
 out = {"model": "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (teacher: its F32 dequantization)",
        "threads": int(os.environ.get("THREADS", "2")),
        "pool_seconds": float(open("pool.seconds").read()),
        "llama_quantize_uniform_q4k_seconds": float(open("lq-q4k.seconds").read())}
 out["pool_over_one_llama_quantize"] = round(out["pool_seconds"] / out["llama_quantize_uniform_q4k_seconds"], 2)
 out["pool_bytes"] = sum(os.path.getsize("pool/" + f) for f in os.listdir("pool") if f.endswith(".gguf"))
-src = os.path.realpath(sys.argv[0]) if False else None
+out["source_q4_k_m"] = {"file_bytes": 1117320768, "ppl_wiki_c512_chunks40": ppl("source.gguf.ppl.log")}
 for x in ["q4k", "random"]:
     a, b = types(x + ".inspect.json"), types("lq-" + x + ".inspect.json")
-    out[x] = {"file_bytes": os.path.getsize(x + ".gguf"), "ppl_wiki_c512_chunks40": ppl(x + ".gguf.ppl"),
+    out[x] = {"file_bytes": os.path.getsize(x + ".gguf"), "ppl_wiki_c512_chunks40": ppl(x + ".gguf.ppl.log"),
               "llama_quantize_recipe_types_equal": a == b,
               "mismatched_modules": [k for k in a if a[k] != b.get(k)]}
 json.dump(out, open(sys.argv[1], "w"), indent=1)
