@@ -13,7 +13,8 @@ Progress::Progress(std::string label, int64_t total)
       start_(std::chrono::steady_clock::now()), last_(start_ - std::chrono::hours(1)) {}
 
 Progress::~Progress() {
-  if (!finished_ && done_ > 0) finish();
+  // Abandoned (an error on the way): end the bar's line without claiming it finished.
+  if (!finished_ && done_ > 0 && tty_) std::fputs("\n", stderr);
 }
 
 void Progress::update(int64_t done, const std::string& extra) {

@@ -1,0 +1,378 @@
+#include "eval/eval.h"
+
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "eval/llama_env.h"
+#include "eval/logprobs.h"
+#include "eval/perplexity.h"
+#include "eval/tasks.h"
+#include "util/files.h"
+#include "util/progress.h"
+
+namespace gm::eval {
+namespace {
+
+bool exists(const std::string& p) {
+  struct stat st;
+  return !p.empty() && ::stat(p.c_str(), &st) == 0;
+}
+
+// Keep this much disk free after writing a cache.
+constexpr uint64_t kDiskReserve = 1ull << 30;
+
+bool disk_fits(const std::string& dir, uint64_t bytes) {
+  struct statvfs vfs;
+  if (::statvfs(dir.c_str(), &vfs) != 0) return false;
+  return uint64_t(vfs.f_bavail) * uint64_t(vfs.f_frsize) > bytes + kDiskReserve;
+}
+
+uint64_t logprob_file_bytes(int n_ctx, int n_vocab, int n_chunks) {
+  return 20 + 4ull * n_ctx * n_chunks + uint64_t(n_chunks) * scored_per_chunk(n_ctx) * logprob_row_len(n_vocab) * 2;
+}
+
+Status check_same_vocab(const LlamaModel& student, const LlamaModel& teacher) {
+  if (student.n_vocab() != teacher.n_vocab())
+    return Status::errorf("vocabulary mismatch: {} has {} tokens, teacher {} has {}", student.path(),
+                          student.n_vocab(), teacher.path(), teacher.n_vocab());
+  const int d = student.first_vocab_difference(teacher);
+  if (d >= 0)
+    return Status::errorf("vocabulary mismatch between {} and teacher {}: token {} is '{}' vs '{}'", student.path(),
+                          teacher.path(), d, llama_vocab_get_text(student.vocab(), d),
+                          llama_vocab_get_text(teacher.vocab(), d));
+  if (student.add_bos() != teacher.add_bos())
+    return Status::errorf("{} and teacher {} disagree on adding BOS", student.path(), teacher.path());
+  return Status::ok();
+}
+
+// Reads and tokenizes the text as llama-perplexity's -f does (one trailing newline dropped).
+Result<std::vector<llama_token>> tokenize_text(const LlamaModel& model, const std::string& path) {
+  GAMMA_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  if (text.empty()) return Status::errorf("text file {} is empty", path);
+  return model.tokenize(text, true);
+}
+
+bool same_prefix(const std::vector<llama_token>& a, const std::vector<llama_token>& b, size_t n) {
+  return a.size() >= n && b.size() >= n && std::equal(a.begin(), a.begin() + n, b.begin());
+}
+
+json model_json(const LlamaModel& m, const std::string& sha, uint64_t file_bytes) {
+  json j;
+  j["path"] = m.path();
+  j["sha256"] = sha;
+  j["file_bytes"] = file_bytes;
+  j["desc"] = m.desc();
+  j["n_params"] = m.n_params();
+  j["tensor_bytes"] = m.tensor_bytes();
+  j["bpw"] = m.n_params() ? 8.0 * double(m.tensor_bytes()) / double(m.n_params()) : 0.0;
+  j["n_vocab"] = m.n_vocab();
+  return j;
+}
+
+json kld_json(const KldStats& k) {
+  json j;
+  j["tokens"] = k.count;
+  j["mean"] = k.kld_mean;
+  j["stderr"] = k.kld_stderr;
+  j["median"] = k.kld_median;
+  j["p90"] = k.kld_p90;
+  j["p95"] = k.kld_p95;
+  j["p99"] = k.kld_p99;
+  j["p99_9"] = k.kld_p999;
+  j["max"] = k.kld_max;
+  j["min"] = k.kld_min;
+  j["top1"] = k.top1;
+  j["top1_stderr"] = k.top1_stderr;
+  j["delta_p"] = {{"mean", k.dp_mean}, {"stderr", k.dp_stderr}, {"rms", k.dp_rms}, {"rms_stderr", k.dp_rms_stderr},
+                  {"median", k.dp_median}, {"p1", k.dp_p1}, {"p99", k.dp_p99}, {"min", k.dp_min}, {"max", k.dp_max}};
+  j["ppl"] = k.ppl_q;
+  j["ppl_stderr"] = k.ppl_q_stderr;
+  j["ppl_base"] = k.ppl_base;
+  j["ppl_base_stderr"] = k.ppl_base_stderr;
+  j["ln_ppl_ratio"] = k.ln_ppl_ratio;
+  j["ln_ppl_ratio_stderr"] = k.ln_ppl_ratio_stderr;
+  j["ppl_ratio"] = k.ppl_ratio;
+  j["ppl_ratio_stderr"] = k.ppl_ratio_stderr;
+  j["ppl_diff"] = k.ppl_diff;
+  j["ppl_diff_stderr"] = k.ppl_diff_stderr;
+  j["ln_ppl_correlation"] = k.ln_ppl_cor;
+  return j;
+}
+
+}  // namespace
+
+std::string teacher_cache_path(const std::string& teacher_sha, const std::string& text_sha, int n_ctx, int n_batch,
+                               int n_ubatch) {
+  // Effective sizes, as ChunkRunner derives them.
+  const int n_seq = std::max(1, n_batch / n_ctx);
+  n_batch = std::min(n_batch, n_seq * n_ctx);
+  n_ubatch = std::min(n_ubatch, n_batch);
+  const std::string key =
+      fmt::format("gamma-kld-base-v1\n{}\n{}\n{}\n{}\n{}\n", teacher_sha, text_sha, n_ctx, n_batch, n_ubatch);
+  const std::string dir = cache_dir() + "/eval";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  return dir + "/kld-base-" + sha256_hex(key.data(), key.size()).substr(0, 32) + ".logits";
+}
+
+Result<json> run_eval(const EvalRequest& req) {
+  const auto t0 = std::chrono::steady_clock::now();
+  init_llama();
+
+  // ---- validate everything cheap before any decoding
+  const bool base_exists = exists(req.kld_base);
+  const bool text_mode = !req.text.empty() || base_exists || !req.teacher.empty();
+  if (!text_mode && req.tasks.empty())
+    return Status::error("nothing to evaluate: give --text (perplexity/KLD), --kld-base, or --tasks");
+  if (!req.teacher.empty() && req.text.empty() && !base_exists)
+    return Status::error("--teacher needs --text (or an existing --kld-base file)");
+  if (!req.kld_base.empty() && !base_exists && req.teacher.empty())
+    return Status::errorf("--kld-base {} does not exist and there is no --teacher to compute it", req.kld_base);
+  if (req.n_ctx < 0 || req.n_ctx == 1) return Status::errorf("--ctx {} is invalid", req.n_ctx);
+  if (req.n_chunks == 0 || req.n_chunks < -1) return Status::errorf("--chunks {} is invalid", req.n_chunks);
+  if (req.n_batch < 1) return Status::errorf("--batch {} is invalid", req.n_batch);
+  if (req.n_ubatch < 1) return Status::errorf("--ubatch {} is invalid", req.n_ubatch);
+  if (req.n_threads < 0) return Status::errorf("--threads {} is invalid", req.n_threads);
+  if (!req.text.empty()) {
+    GAMMA_ASSIGN_OR_RETURN(uint64_t tb, file_size(req.text));
+    (void)tb;
+  }
+  std::vector<McTask> tasks;
+  const std::string tasks_dir = req.tasks_dir.empty() ? default_tasks_dir() : req.tasks_dir;
+  for (const auto& t : req.tasks) {
+    GAMMA_ASSIGN_OR_RETURN(std::string path, resolve_task(t, tasks_dir));
+    GAMMA_ASSIGN_OR_RETURN(McTask task, load_task(path, req.delimiter, req.limit));
+    for (const auto& prev : tasks)
+      if (prev.name == task.name) return Status::errorf("task '{}' given twice", task.name);
+    tasks.push_back(std::move(task));
+  }
+  std::unique_ptr<LogprobReader> reader;
+  if (base_exists) {
+    GAMMA_ASSIGN_OR_RETURN(reader, LogprobReader::open(req.kld_base));
+  }
+
+  GAMMA_ASSIGN_OR_RETURN(auto model, LlamaModel::load(req.model));
+  if (llama_vocab_get_add_eos(model->vocab()))
+    return Status::errorf("{}: its tokenizer appends EOS, which llama.cpp's perplexity does not support", req.model);
+  std::unique_ptr<LlamaModel> teacher_vocab;
+  if (!req.teacher.empty()) {
+    GAMMA_ASSIGN_OR_RETURN(teacher_vocab, LlamaModel::load(req.teacher, /*vocab_only=*/true));
+    GAMMA_RETURN_IF_ERROR(check_same_vocab(*model, *teacher_vocab));
+  }
+
+  GAMMA_ASSIGN_OR_RETURN(std::string model_sha, sha256_file(req.model));
+  GAMMA_ASSIGN_OR_RETURN(uint64_t model_bytes, file_size(req.model));
+
+  json out = json_header("gamma.eval", 1);
+  out["model"] = model_json(*model, model_sha, model_bytes);
+  json settings;
+  settings["threads"] = resolve_threads(req.n_threads);
+  settings["batch"] = req.n_batch;
+
+  if (text_mode) {
+    TextEvalOptions opt;
+    opt.n_batch = req.n_batch;
+    opt.n_ubatch = req.n_ubatch;
+    opt.n_threads = req.n_threads;
+    opt.n_ctx = req.n_ctx > 0 ? req.n_ctx : 512;
+    std::vector<llama_token> tokens;
+    std::string text_sha;
+    size_t text_tokens = 0;
+    if (!req.text.empty()) {
+      GAMMA_ASSIGN_OR_RETURN(tokens, tokenize_text(*model, req.text));
+      text_tokens = tokens.size();
+      GAMMA_ASSIGN_OR_RETURN(text_sha, sha256_file(req.text));
+    }
+    int n_chunks = 0;
+    BaseSource base;
+    std::unique_ptr<LlamaModel> teacher;
+    std::string base_path;  // file the base log-probs come from or go to
+    bool base_reused = false;
+
+    if (reader) {
+      // An existing llama-perplexity (or gamma) base file fixes n_ctx and the tokens.
+      const auto& in = reader->info();
+      if (req.n_ctx > 0 && uint32_t(req.n_ctx) != in.n_ctx)
+        return Status::errorf("--ctx {} differs from the n_ctx {} of {}", req.n_ctx, in.n_ctx, req.kld_base);
+      if (in.n_vocab != model->n_vocab())
+        return Status::errorf("vocabulary mismatch: {} has {} tokens, {} was computed with {}", req.model,
+                              model->n_vocab(), req.kld_base, in.n_vocab);
+      opt.n_ctx = int(in.n_ctx);
+      if (req.n_chunks > in.n_chunk)
+        return Status::errorf("--chunks {} asks for more than the {} chunks in {}", req.n_chunks, in.n_chunk,
+                              req.kld_base);
+      n_chunks = req.n_chunks > 0 ? req.n_chunks : in.n_chunk;
+      if (!tokens.empty() && !same_prefix(tokens, in.tokens, size_t(n_chunks) * opt.n_ctx))
+        return Status::errorf("{} was computed on other tokens than {} tokenized by {}", req.kld_base, req.text,
+                              req.model);
+      tokens = in.tokens;
+      base.reader = reader.get();
+      base_path = req.kld_base;
+      base_reused = true;
+    } else {
+      GAMMA_ASSIGN_OR_RETURN(n_chunks, chunks_for(tokens.size(), opt.n_ctx, req.n_chunks));
+    }
+
+    std::unique_ptr<LogprobReader> cached;
+    bool write_base = false;
+    if (!reader && !req.teacher.empty()) {
+      GAMMA_ASSIGN_OR_RETURN(std::string teacher_sha, sha256_file(req.teacher));
+      const uint64_t need = logprob_file_bytes(opt.n_ctx, model->n_vocab(), n_chunks);
+      if (!req.kld_base.empty()) {
+        base_path = req.kld_base;
+        GAMMA_RETURN_IF_ERROR(check_writable_dir(base_path));
+        std::string dir = std::filesystem::path(base_path).parent_path().string();
+        if (!disk_fits(dir.empty() ? "." : dir, need))
+          return Status::errorf("not enough free disk for {} ({:.2f} GB of teacher log-probs)", base_path,
+                                double(need) / 1e9);
+        write_base = true;
+      } else if (req.cache) {
+        base_path = teacher_cache_path(teacher_sha, text_sha, opt.n_ctx, opt.n_batch, opt.n_ubatch);
+        if (exists(base_path)) {
+          // Reuse when it covers the request and was made from these very tokens; else redo.
+          auto r = LogprobReader::open(base_path);
+          if (r && r.value()->info().n_ctx == uint32_t(opt.n_ctx) && r.value()->info().n_chunk >= n_chunks &&
+              r.value()->info().n_vocab == model->n_vocab() &&
+              same_prefix(tokens, r.value()->info().tokens, size_t(n_chunks) * opt.n_ctx)) {
+            cached = std::move(r.value());
+            base.reader = cached.get();
+            base_reused = true;
+          }
+        }
+        if (!cached) {
+          write_base = check_writable_dir(base_path).is_ok() &&
+                       disk_fits(std::filesystem::path(base_path).parent_path().string(), need);
+          if (!write_base) base_path.clear();  // side by side, nothing saved
+        }
+      }
+      if (!cached) {
+        GAMMA_ASSIGN_OR_RETURN(teacher, LlamaModel::load(req.teacher));
+        base.teacher = teacher.get();
+      }
+      GAMMA_ASSIGN_OR_RETURN(uint64_t teacher_bytes, file_size(req.teacher));
+      out["teacher"] = {{"path", req.teacher}, {"sha256", teacher_sha}, {"file_bytes", teacher_bytes}};
+    } else if (!req.teacher.empty()) {
+      GAMMA_ASSIGN_OR_RETURN(std::string teacher_sha, sha256_file(req.teacher));
+      GAMMA_ASSIGN_OR_RETURN(uint64_t teacher_bytes, file_size(req.teacher));
+      out["teacher"] = {{"path", req.teacher}, {"sha256", teacher_sha}, {"file_bytes", teacher_bytes}};
+    }
+
+    const bool kl = base.reader || base.teacher;
+    Progress progress(kl ? "eval kld" : "eval ppl", n_chunks);
+    Progress* pp = req.progress ? &progress : nullptr;
+    Result<TextEvalResult> res = Status::error("not run");
+    if (write_base) {
+      LogprobFileInfo info;
+      info.n_ctx = uint32_t(opt.n_ctx);
+      info.n_vocab = model->n_vocab();
+      info.n_chunk = n_chunks;
+      info.tokens.assign(tokens.begin(), tokens.begin() + size_t(n_chunks) * opt.n_ctx);
+      // The base file appears only once complete (temp + rename).
+      Status st = write_atomic(base_path, [&](const std::string& tmp) -> Status {
+        GAMMA_ASSIGN_OR_RETURN(auto writer, LogprobWriter::create(tmp, info));
+        base.writer = writer.get();
+        res = eval_text(*model, tokens, n_chunks, opt, &base, pp);
+        base.writer = nullptr;
+        if (!res) return res.status();
+        return writer->close();
+      });
+      if (!res) return res.status();
+      GAMMA_RETURN_IF_ERROR(st);
+    } else {
+      res = eval_text(*model, tokens, n_chunks, opt, kl ? &base : nullptr, pp);
+      if (!res) return res.status();
+    }
+    if (pp) progress.finish();
+    const TextEvalResult& r = res.value();
+
+    settings["ctx"] = opt.n_ctx;
+    settings["chunks"] = n_chunks;
+    {
+      const int n_seq = std::max(1, opt.n_batch / opt.n_ctx);
+      const int nb = std::min(opt.n_batch, n_seq * opt.n_ctx);
+      settings["ubatch"] = std::min(opt.n_ubatch, nb);
+    }
+    settings["text"] = req.text.empty() ? json(nullptr)
+                                        : json{{"path", req.text}, {"sha256", text_sha}, {"tokens", text_tokens}};
+    json ppl;
+    ppl["ppl"] = r.ppl.ppl;
+    ppl["ppl_stderr"] = r.ppl.ppl_stderr;
+    ppl["nll_mean"] = r.ppl.nll_mean;
+    ppl["nll_stderr"] = r.ppl.nll_stderr;
+    ppl["chunks"] = n_chunks;
+    ppl["tokens_scored"] = r.ppl.n_scored;
+    ppl["seconds"] = r.seconds;
+    ppl["tokens_per_second"] = r.seconds > 0 ? double(n_chunks) * opt.n_ctx / r.seconds : 0.0;
+    out["perplexity"] = ppl;
+    if (r.kld) {
+      json k = kld_json(*r.kld);
+      k["base_file"] = base_path.empty() ? json(nullptr) : json(base_path);
+      k["base_reused"] = base_reused;
+      out["kld"] = k;
+    }
+  }
+
+  if (!tasks.empty()) {
+    McOptions mo;
+    mo.n_threads = req.n_threads;
+    mo.n_batch = 512;  // one ubatch per decode: unified-KV attention stays a small share
+    json tj = json::object();
+    for (const McTask& task : tasks) {
+      Progress progress(task.name, int64_t(task.items.size()));
+      GAMMA_ASSIGN_OR_RETURN(McResult r, score_task(*model, task, mo, req.progress ? &progress : nullptr));
+      if (req.progress) progress.finish(fmt::format("acc {:.4f} acc_norm {:.4f}", r.acc, r.acc_norm));
+      GAMMA_ASSIGN_OR_RETURN(std::string task_sha, sha256_file(task.path));
+      tj[task.name] = {{"path", task.path},
+                       {"sha256", task_sha},
+                       {"n", r.n},
+                       {"n_in_file", task.n_in_file},
+                       {"delimiter", task.delimiter},
+                       {"acc", r.acc},
+                       {"acc_stderr", r.acc_stderr},
+                       {"acc_norm", r.acc_norm},
+                       {"acc_norm_stderr", r.acc_norm_stderr},
+                       {"tokens", r.n_tokens},
+                       {"seconds", r.seconds}};
+    }
+    settings["limit"] = req.limit > 0 ? json(req.limit) : json(nullptr);
+    out["tasks"] = tj;
+  }
+  out["settings"] = settings;
+  out["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+std::string summarize(const json& j) {
+  std::string s;
+  if (j.contains("perplexity")) {
+    const auto& p = j["perplexity"];
+    s += fmt::format("PPL = {:.4f} +/- {:.5f} ({} chunks of {}, {:.1f} s)\n", p["ppl"].get<double>(),
+                     p["ppl_stderr"].get<double>(), p["chunks"].get<int>(), j["settings"]["ctx"].get<int>(),
+                     p["seconds"].get<double>());
+  }
+  if (j.contains("kld")) {
+    const auto& k = j["kld"];
+    s += fmt::format("PPL(base) = {:.4f}; KLD mean {:.6f} +/- {:.6f}, median {:.6f}, p99 {:.6f}; same top {:.3f} +/- "
+                     "{:.3f} %; mean dp {:.3f} +/- {:.3f} %\n",
+                     k["ppl_base"].get<double>(), k["mean"].get<double>(), k["stderr"].get<double>(),
+                     k["median"].get<double>(), k["p99"].get<double>(), 100 * k["top1"].get<double>(),
+                     100 * k["top1_stderr"].get<double>(), 100 * k["delta_p"]["mean"].get<double>(),
+                     100 * k["delta_p"]["stderr"].get<double>());
+  }
+  if (j.contains("tasks")) {
+    for (const auto& [name, t] : j["tasks"].items())
+      s += fmt::format("{}: acc {:.4f} +/- {:.4f}, acc_norm {:.4f} +/- {:.4f} (n={}, {:.1f} s)\n", name,
+                       t["acc"].get<double>(), t["acc_stderr"].get<double>(), t["acc_norm"].get<double>(),
+                       t["acc_norm_stderr"].get<double>(), t["n"].get<int>(), t["seconds"].get<double>());
+  }
+  return s;
+}
+
+}  // namespace gm::eval

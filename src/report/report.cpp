@@ -1,0 +1,868 @@
+#include "report/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "gguf_model/model.h"
+#include "util/files.h"
+
+namespace fs = std::filesystem;
+
+namespace gm::report {
+namespace {
+
+constexpr const char* kRunsSchema = "gamma.runs";
+constexpr const char* kReportSchema = "gamma.report";
+
+// A malformed field deep inside a file: thrown by the getters below and turned into a
+// Status naming the file at the loader's boundary.
+struct BadField : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// j[k0][k1]... as a number; nullopt when any key is missing or the value is null.
+std::optional<double> num_at(const json& j, std::initializer_list<const char*> keys) {
+  const json* cur = &j;
+  std::string where;
+  for (const char* k : keys) {
+    where += std::string(where.empty() ? "" : ".") + k;
+    if (!cur->is_object() || !cur->contains(k)) return std::nullopt;
+    cur = &(*cur)[k];
+  }
+  if (cur->is_null()) return std::nullopt;
+  if (!cur->is_number()) throw BadField(fmt::format("field '{}' is not a number", where));
+  const double v = cur->get<double>();
+  if (!std::isfinite(v)) throw BadField(fmt::format("field '{}' is not finite", where));
+  return v;
+}
+
+std::optional<std::string> str_at(const json& j, std::initializer_list<const char*> keys) {
+  const json* cur = &j;
+  std::string where;
+  for (const char* k : keys) {
+    where += std::string(where.empty() ? "" : ".") + k;
+    if (!cur->is_object() || !cur->contains(k)) return std::nullopt;
+    cur = &(*cur)[k];
+  }
+  if (cur->is_null()) return std::nullopt;
+  if (!cur->is_string()) throw BadField(fmt::format("field '{}' is not a string", where));
+  return cur->get<std::string>();
+}
+
+// The schema a JSON file declares, or an error for unreadable / non-JSON files.
+Result<std::string> schema_of(const std::string& path) {
+  GAMMA_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) return Status::errorf("{}: not valid JSON", path);
+  if (!j.is_object() || !j.contains("schema") || !j["schema"].is_string())
+    return Status::errorf("{}: no \"schema\" field (not a gamma file)", path);
+  return j["schema"].get<std::string>();
+}
+
+std::string stem_of(const std::string& path, const char* strip_suffix = nullptr) {
+  std::string s = fs::path(path).stem().string();
+  if (strip_suffix) {
+    const std::string suf = strip_suffix;
+    if (s.size() > suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0)
+      s.resize(s.size() - suf.size());
+  }
+  return s;
+}
+
+std::string canonical(const std::string& p) {
+  std::error_code ec;
+  auto c = fs::weakly_canonical(p, ec);
+  return ec ? p : c.string();
+}
+
+// A descriptor's path: absolute, or relative to the descriptor's directory.
+std::string resolve(const std::string& base_dir, const std::string& p) {
+  if (p.empty() || fs::path(p).is_absolute()) return p;
+  return (fs::path(base_dir) / p).lexically_normal().string();
+}
+
+Result<Scores> load_scores(const std::string& path) {
+  GAMMA_ASSIGN_OR_RETURN(json j, read_json(path, "gamma.scores", 1));
+  Scores s;
+  s.path = path;
+  try {
+    s.method = str_at(j, {"method"}).value_or("");
+    s.target_bpw = num_at(j, {"target_bpw"});
+    if (!j.contains("modules") || !j["modules"].is_object()) throw BadField("no \"modules\" object");
+    for (const auto& [mod, e] : j["modules"].items()) {
+      if (!e.is_object()) throw BadField(fmt::format("module {} is not an object", mod));
+      if (!e.contains("p")) continue;
+      if (!e["p"].is_object()) throw BadField(fmt::format("module {}: \"p\" is not an object", mod));
+      auto& row = s.p[mod];
+      for (const auto& [cand, v] : e["p"].items()) {
+        if (!v.is_number() || !std::isfinite(v.get<double>()))
+          throw BadField(fmt::format("module {}: p[{}] is not a finite number", mod, cand));
+        row[cand] = v.get<double>();
+      }
+    }
+  } catch (const BadField& e) {
+    return Status::errorf("{}: {}", path, e.what());
+  }
+  return s;
+}
+
+Result<json> load_eval(const std::string& path) {
+  GAMMA_ASSIGN_OR_RETURN(json j, read_json(path, "gamma.eval", 1));
+  // Check every field the report reads once, here, so later code can trust them.
+  try {
+    num_at(j, {"model", "file_bytes"});
+    str_at(j, {"model", "path"});
+    for (const char* k : {"mean", "stderr", "top1", "top1_stderr"}) num_at(j, {"kld", k});
+    for (const char* k : {"ppl", "ppl_stderr"}) num_at(j, {"perplexity", k});
+    num_at(j, {"settings", "chunks"});
+    str_at(j, {"teacher", "sha256"});
+    num_at(j, {"settings", "ctx"});
+    str_at(j, {"settings", "text", "sha256"});
+    if (j.contains("tasks")) {
+      if (!j["tasks"].is_object()) throw BadField("\"tasks\" is not an object");
+      for (const auto& [name, t] : j["tasks"].items()) {
+        if (!t.is_object()) throw BadField(fmt::format("task {} is not an object", name));
+        for (const char* k : {"acc", "acc_stderr", "acc_norm", "acc_norm_stderr", "n"}) num_at(t, {k});
+      }
+    }
+    if (auto b = num_at(j, {"model", "file_bytes"}); b && *b < 0) throw BadField("model.file_bytes is negative");
+  } catch (const BadField& e) {
+    return Status::errorf("{}: {}", path, e.what());
+  }
+  return j;
+}
+
+// One entry of a gamma.runs descriptor (paths already resolved).
+struct RunSpec {
+  std::string method, label, plan, eval, scores;
+  std::string base_dir;  // the descriptor's (or the input directory's): scores paths in plans may be relative to it
+  std::optional<double> budget;
+};
+
+Status load_descriptor(const std::string& path, std::vector<RunSpec>* out, std::string* pool) {
+  GAMMA_ASSIGN_OR_RETURN(json j, read_json(path, kRunsSchema, 1));
+  const std::string dir = fs::path(path).parent_path().string();
+  try {
+    for (const auto& [k, v] : j.items())
+      if (k != "schema" && k != "version" && k != "pool" && k != "runs")
+        throw BadField(fmt::format("unknown field '{}'", k));
+    if (auto p = str_at(j, {"pool"})) {
+      const std::string pd = resolve(dir, *p);
+      if (!pool->empty() && canonical(*pool) != canonical(pd))
+        throw BadField(fmt::format("pool {} differs from the pool {} given before", pd, *pool));
+      *pool = pd;
+    }
+    if (!j.contains("runs") || !j["runs"].is_array()) throw BadField("no \"runs\" array");
+    if (j["runs"].empty()) throw BadField("\"runs\" is empty");
+    for (size_t i = 0; i < j["runs"].size(); ++i) {
+      const json& r = j["runs"][i];
+      try {
+        if (!r.is_object()) throw BadField("not an object");
+        for (const auto& [k, v] : r.items())
+          if (k != "method" && k != "label" && k != "budget_bpw" && k != "plan" && k != "eval" && k != "scores")
+            throw BadField(fmt::format("unknown field '{}'", k));
+        RunSpec s;
+        s.method = str_at(r, {"method"}).value_or("");
+        if (s.method.empty()) throw BadField("no \"method\"");
+        s.label = str_at(r, {"label"}).value_or("");
+        s.budget = num_at(r, {"budget_bpw"});
+        if (s.budget && *s.budget <= 0) throw BadField("budget_bpw must be positive");
+        s.plan = resolve(dir, str_at(r, {"plan"}).value_or(""));
+        s.eval = resolve(dir, str_at(r, {"eval"}).value_or(""));
+        s.scores = resolve(dir, str_at(r, {"scores"}).value_or(""));
+        if (s.plan.empty() && s.eval.empty()) throw BadField("needs a \"plan\" or an \"eval\"");
+        s.base_dir = dir;
+        out->push_back(std::move(s));
+      } catch (const BadField& e) {
+        throw BadField(fmt::format("runs[{}]: {}", i, e.what()));
+      }
+    }
+  } catch (const BadField& e) {
+    return Status::errorf("{}: {}", path, e.what());
+  }
+  return Status::ok();
+}
+
+std::string fmt_bpw(double b) { return fmt::format("{:.2f}", b); }
+
+// Linear bpw of a GGUF on disk (header only): bytes over parameters of its linear modules.
+std::optional<double> gguf_linear_bpw(const std::string& path) {
+  std::error_code ec;
+  if (path.empty() || !fs::is_regular_file(path, ec)) return std::nullopt;
+  auto m = Model::open(path);
+  if (!m.is_ok()) return std::nullopt;
+  uint64_t bytes = 0;
+  int64_t params = 0;
+  for (const auto& l : (*m)->linear()) {
+    const TensorInfo& t = (*m)->tensors()[l.tensor];
+    bytes += t.nbytes, params += t.n_elements();
+  }
+  if (params == 0) return std::nullopt;
+  return 8.0 * double(bytes) / double(params);
+}
+
+// Where a plan's info.scores.source points, if that file can be found.
+std::string find_plan_scores(const Run& r, const std::string& base_dir,
+                             const std::map<std::string, std::string>& loose_scores) {
+  if (!r.plan) return "";
+  std::optional<std::string> src;
+  try {
+    src = str_at(r.plan->info, {"scores", "source"});
+  } catch (const BadField&) {
+    return "";
+  }
+  if (!src || src->empty()) return "";
+  std::error_code ec;
+  const std::string plan_dir = fs::path(r.plan_path).parent_path().string();
+  const std::string name = fs::path(*src).filename().string();
+  std::vector<std::string> cands = {*src};
+  for (const std::string& d : {base_dir, plan_dir, fs::path(plan_dir).parent_path().string()})
+    if (!d.empty()) cands.push_back(resolve(d, *src));
+  cands.push_back(resolve(plan_dir, name));
+  // Candidates that are not scores files (e.g. a plan sharing the scores' basename) are skipped.
+  for (const std::string& c : cands) {
+    if (!fs::is_regular_file(c, ec)) continue;
+    auto sch = schema_of(c);
+    if (sch.is_ok() && *sch == "gamma.scores") return c;
+  }
+  auto it = loose_scores.find(name);
+  return it == loose_scores.end() ? "" : it->second;
+}
+
+}  // namespace
+
+double cosine_similarity(const std::vector<double>& a, const std::vector<double>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  size_t n = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) continue;
+    ab += a[i] * b[i], aa += a[i] * a[i], bb += b[i] * b[i], ++n;
+  }
+  if (n == 0 || aa <= 0 || bb <= 0) return NAN;
+  return ab / std::sqrt(aa * bb);
+}
+
+double pearson(const std::vector<double>& x, const std::vector<double>& y) {
+  const size_t n = std::min(x.size(), y.size());
+  if (n < 2) return NAN;
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < n; ++i) mx += x[i], my += y[i];
+  mx /= double(n), my /= double(n);
+  double sxy = 0, sxx = 0, syy = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double dx = x[i] - mx, dy = y[i] - my;
+    sxy += dx * dy, sxx += dx * dx, syy += dy * dy;
+  }
+  if (sxx <= 0 || syy <= 0) return NAN;
+  return sxy / std::sqrt(sxx * syy);
+}
+
+Result<double> candidate_bpw(const Manifest* pool, const std::string& module, const std::string& id) {
+  if (pool) {
+    const ModuleEntry* e = pool->find(module);
+    const Candidate* c = e ? e->find(id) : nullptr;
+    if (c) return c->bpw;
+  }
+  const std::string type = id.substr(0, id.find('@'));
+  auto t = parse_type(type);
+  if (!t.is_ok()) return Status::errorf("module {}: candidate '{}' is not a ggml type", module, id);
+  const auto bs = ggml_blck_size(*t);
+  if (bs <= 0) return Status::errorf("module {}: type {} has no size", module, type);
+  return 8.0 * double(ggml_type_size(*t)) / double(bs);
+}
+
+double choice_correlation(const Plan& plan, const ProbMap& p) {
+  std::vector<double> x, y;
+  for (const auto& [mod, probs] : p) {
+    auto it = plan.modules.find(mod);
+    if (it == plan.modules.end()) continue;
+    for (const auto& [cand, v] : probs) x.push_back(v), y.push_back(cand == it->second ? 1.0 : 0.0);
+  }
+  return pearson(x, y);
+}
+
+Result<Inputs> load_inputs(const std::vector<std::string>& paths, const std::string& pool_dir) {
+  if (paths.empty()) return Status::error("no results given");
+  std::vector<RunSpec> specs;
+  std::vector<std::string> loose_plans, loose_evals;
+  std::map<std::string, std::string> loose_scores;  // file name -> path
+  std::string pool = pool_dir;
+  const bool pool_from_cli = !pool_dir.empty();
+  auto take_file = [&](const std::string& f, bool explicit_arg) -> Status {
+    auto sch = schema_of(f);
+    if (!sch.is_ok()) {
+      if (explicit_arg) return sch.status();
+      return Status::ok();  // a directory's unrelated JSON
+    }
+    if (*sch == kRunsSchema) {
+      std::string desc_pool = pool_from_cli ? "" : pool;
+      GAMMA_RETURN_IF_ERROR(load_descriptor(f, &specs, &desc_pool));
+      if (!pool_from_cli) pool = desc_pool;
+    } else if (*sch == Plan::kSchema) {
+      loose_plans.push_back(f);
+    } else if (*sch == "gamma.eval") {
+      loose_evals.push_back(f);
+    } else if (*sch == "gamma.scores") {
+      loose_scores[fs::path(f).filename().string()] = f;
+    } else if (explicit_arg) {
+      return Status::errorf("{}: schema '{}' is not a run descriptor, plan, eval or scores file", f, *sch);
+    }
+    return Status::ok();
+  };
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      const std::string runs = (fs::path(p) / "runs.json").string();
+      if (fs::is_regular_file(runs, ec)) {
+        GAMMA_RETURN_IF_ERROR(take_file(runs, true));
+        continue;
+      }
+      std::vector<std::string> files;
+      for (const auto& e : fs::directory_iterator(p, ec))
+        if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path().string());
+      if (ec) return Status::errorf("{}: {}", p, ec.message());
+      std::sort(files.begin(), files.end());
+      const size_t before = specs.size() + loose_plans.size() + loose_evals.size() + loose_scores.size();
+      for (const auto& f : files) GAMMA_RETURN_IF_ERROR(take_file(f, false));
+      if (specs.size() + loose_plans.size() + loose_evals.size() + loose_scores.size() == before)
+        return Status::errorf("{}: no runs.json and no plan, eval or scores JSON in it", p);
+    } else if (fs::exists(p, ec)) {
+      GAMMA_RETURN_IF_ERROR(take_file(p, true));
+    } else {
+      return Status::errorf("{}: no such file or directory", p);
+    }
+  }
+
+  // Loose files: a plan per run, evals joined by stem, other evals on their own.
+  std::set<std::string> used_evals;
+  for (const auto& pl : loose_plans) {
+    RunSpec s;
+    s.plan = pl;
+    const std::string stem = stem_of(pl, ".plan");
+    for (const auto& ev : loose_evals) {
+      if (used_evals.count(ev)) continue;
+      std::string model_stem;
+      auto j = read_json(ev, "gamma.eval", 1);
+      if (j.is_ok() && (*j).contains("model") && (*j)["model"].is_object() && (*j)["model"].contains("path") &&
+          (*j)["model"]["path"].is_string())
+        model_stem = stem_of((*j)["model"]["path"].get<std::string>());
+      if (model_stem == stem || stem_of(ev, ".eval") == stem) {
+        s.eval = ev;
+        used_evals.insert(ev);
+        break;
+      }
+    }
+    specs.push_back(std::move(s));
+  }
+  for (const auto& ev : loose_evals)
+    if (!used_evals.count(ev)) {
+      RunSpec s;
+      s.eval = ev;
+      specs.push_back(std::move(s));
+    }
+  if (specs.empty()) return Status::error("no plan or eval among the inputs (scores alone make no run)");
+
+  Inputs in;
+  if (!pool.empty()) {
+    auto m = Manifest::load(pool);
+    if (!m.is_ok()) return m.status().with_context("pool " + pool);
+    in.pool = std::move(m).value();
+  }
+  const Manifest* pm = in.pool ? &*in.pool : nullptr;
+  std::map<std::string, Scores> scores_cache;
+  std::set<std::string> used_scores;
+  for (auto& s : specs) {
+    Run r;
+    r.method = s.method;
+    r.label = s.label;
+    r.label_explicit = !s.label.empty();
+    r.budget_bpw = s.budget;
+    r.plan_path = s.plan, r.eval_path = s.eval;
+    if (!s.plan.empty()) {
+      auto p = Plan::load(s.plan);
+      if (!p.is_ok()) return p.status();
+      r.plan = std::move(p).value();
+      if (pm) {
+        Status v = r.plan->validate(*pm);
+        if (!v.is_ok()) return v.with_context(s.plan);
+      }
+      if (r.method.empty()) r.method = r.plan->method.empty() ? "plan" : r.plan->method;
+      try {
+        if (!r.budget_bpw) r.budget_bpw = num_at(r.plan->info, {"budget", "bpw"});
+        if (r.label.empty()) {
+          if (auto t = str_at(r.plan->info, {"type"})) r.label = *t, r.label_explicit = true;
+        }
+        if (pm) {
+          PlanSize ps = plan_size(*pm, *r.plan);
+          r.linear_bpw = ps.linear_bpw;
+          r.file_bytes = ps.file_bytes, r.file_bytes_predicted = true;
+        } else {
+          r.linear_bpw = num_at(r.plan->info, {"predicted", "linear_bpw"});
+          if (auto fb = num_at(r.plan->info, {"predicted", "file_bytes"}))
+            r.file_bytes = uint64_t(*fb), r.file_bytes_predicted = true;
+        }
+      } catch (const BadField& e) {
+        return Status::errorf("{}: info: {}", s.plan, e.what());
+      }
+      // Allocation bpw must be known for every module (used by cosine and heatmaps).
+      for (const auto& [mod, id] : r.plan->modules) {
+        auto b = candidate_bpw(pm, mod, id);
+        if (!b.is_ok()) return b.status().with_context(s.plan);
+      }
+    }
+    if (!s.eval.empty()) {
+      auto j = load_eval(s.eval);
+      if (!j.is_ok()) return j.status();
+      r.eval = std::move(j).value();
+      const std::string model_path = str_at(*r.eval, {"model", "path"}).value_or("");
+      if (r.method.empty()) r.method = "gguf";
+      if (r.label.empty() && !r.plan && !model_path.empty()) r.label = stem_of(model_path), r.label_explicit = true;
+      if (auto fb = num_at(*r.eval, {"model", "file_bytes"})) r.file_bytes = uint64_t(*fb), r.file_bytes_predicted = false;
+      if (!r.linear_bpw) {
+        r.linear_bpw = gguf_linear_bpw(model_path);
+        if (!r.linear_bpw)
+          in.notes.push_back(fmt::format("{}: linear bpw unknown (no plan + pool, and {} is not readable here)", s.eval,
+                                         model_path.empty() ? "the model" : model_path));
+      }
+    }
+    std::string sp = s.scores;
+    if (sp.empty()) {
+      sp = find_plan_scores(r, s.base_dir, loose_scores);
+      if (sp.empty() && r.plan && r.plan->info.contains("scores"))
+        in.notes.push_back(fmt::format("{}: its scores file is not found; no p/choice correlation", s.plan));
+    }
+    if (!sp.empty()) {
+      const std::string key = canonical(sp);
+      if (!scores_cache.count(key)) {
+        auto sc = load_scores(sp);
+        if (!sc.is_ok()) return sc.status();
+        scores_cache.emplace(key, std::move(sc).value());
+      }
+      r.scores = scores_cache.at(key);
+      r.scores_path = sp;
+      used_scores.insert(fs::path(sp).filename().string());
+    }
+    if (r.label.empty() && r.x_bpw()) r.label = fmt_bpw(*r.x_bpw());
+    in.runs.push_back(std::move(r));
+  }
+  for (const auto& [name, path] : loose_scores)
+    if (!used_scores.count(name)) in.notes.push_back(fmt::format("{}: no plan names these scores; ignored", path));
+
+  // Methods in first-seen order; within a method by budget (else linear bpw, else size).
+  std::map<std::string, size_t> order;
+  for (const auto& r : in.runs) order.emplace(r.method, order.size());
+  std::stable_sort(in.runs.begin(), in.runs.end(), [&](const Run& a, const Run& b) {
+    if (a.method != b.method) return order[a.method] < order[b.method];
+    const double xa = a.x_bpw().value_or(a.file_bytes ? double(*a.file_bytes) : 0);
+    const double xb = b.x_bpw().value_or(b.file_bytes ? double(*b.file_bytes) : 0);
+    return xa < xb;
+  });
+  return in;
+}
+
+namespace {
+
+std::string pm(const std::optional<double>& v, const std::optional<double>& e, int dec, double scale = 1) {
+  if (!v) return "–";
+  // Tiny values (a near-lossless KLD) in scientific notation rather than as zeros.
+  if (*v != 0 && std::fabs(*v * scale) < std::pow(10.0, -dec + 2)) {
+    if (e) return fmt::format("{:.3e} ± {:.1e}", *v * scale, *e * scale);
+    return fmt::format("{:.3e}", *v * scale);
+  }
+  if (e) return fmt::format("{:.{}f} ± {:.{}f}", *v * scale, dec, *e * scale, dec);
+  return fmt::format("{:.{}f}", *v * scale, dec);
+}
+
+std::string file_name_part(std::string s) {
+  for (char& c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_')) c = '_';
+  return s;
+}
+
+std::string run_title(const Run& r) { return r.label.empty() ? r.method : r.method + " " + r.label; }
+
+// (layer, kind) of a module: from the pool, else from "blk.N.KIND.weight".
+bool module_position(const Manifest* pool, const std::string& name, int* layer, std::string* kind) {
+  if (pool) {
+    if (const ModuleEntry* e = pool->find(name)) {
+      *layer = e->layer, *kind = e->kind;
+      return true;
+    }
+  }
+  if (name.rfind("blk.", 0) != 0) return false;
+  const size_t dot = name.find('.', 4);
+  if (dot == std::string::npos) return false;
+  try {
+    *layer = std::stoi(name.substr(4, dot - 4));
+  } catch (...) {
+    return false;
+  }
+  std::string rest = name.substr(dot + 1);
+  if (rest.size() > 7 && rest.compare(rest.size() - 7, 7, ".weight") == 0) rest.resize(rest.size() - 7);
+  *kind = rest;
+  return true;
+}
+
+}  // namespace
+
+Result<Report> build_report(const Inputs& in, const Options& opt) {
+  Report rep;
+  rep.notes = in.notes;
+  const Manifest* pool = in.pool ? &*in.pool : nullptr;
+  const auto& runs = in.runs;
+
+  // ---- Table ----
+  std::vector<std::string> task_names;
+  bool any_budget = false, any_label = false, any_file = false, any_lin = false, any_kld = false, any_ppl = false,
+       any_top1 = false, any_pred = false;
+  std::set<std::string> texts, chunk_settings, teachers;
+  std::map<std::string, std::set<long>> task_items;
+  for (const auto& r : runs) {
+    any_budget |= bool(r.budget_bpw);
+    any_label |= r.label_explicit;
+    any_file |= bool(r.file_bytes);
+    any_pred |= r.file_bytes && r.file_bytes_predicted;
+    any_lin |= bool(r.linear_bpw);
+    if (!r.eval) continue;
+    const json& e = *r.eval;
+    any_kld |= bool(num_at(e, {"kld", "mean"}));
+    any_ppl |= bool(num_at(e, {"perplexity", "ppl"}));
+    any_top1 |= bool(num_at(e, {"kld", "top1"}));
+    if (e.contains("tasks"))
+      for (const auto& [name, t] : e["tasks"].items()) {
+        if (std::find(task_names.begin(), task_names.end(), name) == task_names.end()) task_names.push_back(name);
+        task_items[name].insert(long(num_at(t, {"n"}).value_or(-1)));
+      }
+    if (num_at(e, {"kld", "mean"})) teachers.insert(str_at(e, {"teacher", "sha256"}).value_or("?"));
+    if (num_at(e, {"perplexity", "ppl"}) || num_at(e, {"kld", "mean"})) {
+      texts.insert(str_at(e, {"settings", "text", "sha256"}).value_or("?").substr(0, 12));
+      chunk_settings.insert(fmt::format("{} chunks of {} tokens", num_at(e, {"settings", "chunks"}).value_or(-1),
+                                        num_at(e, {"settings", "ctx"}).value_or(-1)));
+    }
+  }
+  std::string md = "# gamma report\n\n";
+  md += fmt::format("Runs: {}, methods: {}.", runs.size(), [&] {
+    std::set<std::string> m;
+    for (const auto& r : runs) m.insert(r.method);
+    return m.size();
+  }());
+  if (chunk_settings.size() == 1) md += fmt::format(" KLD and PPL over {}.", *chunk_settings.begin());
+  md += "\n\n";
+  if (texts.size() > 1 || chunk_settings.size() > 1) {
+    const std::string w = "the evals used different texts or chunk settings: their KLD/PPL are not comparable";
+    md += "**Warning:** " + w + ".\n\n";
+    rep.notes.push_back(w);
+  }
+  if (teachers.size() > 1) {
+    const std::string w = "the KLDs were measured against different teachers";
+    md += "**Warning:** " + w + ".\n\n";
+    rep.notes.push_back(w);
+  }
+  for (const auto& [name, ns] : task_items)
+    if (ns.size() > 1) {
+      const std::string w = fmt::format("task {} was scored on different numbers of items across runs", name);
+      md += "**Warning:** " + w + ".\n\n";
+      rep.notes.push_back(w);
+    }
+  std::vector<std::string> head = {"method"};
+  if (any_budget) head.push_back("budget (bpw)");
+  if (any_label) head.push_back("run");
+  if (any_file) head.push_back("file (MiB)");
+  if (any_lin) head.push_back("linear bpw");
+  if (any_kld) head.push_back("KLD vs teacher");
+  if (any_ppl) head.push_back("PPL");
+  if (any_top1) head.push_back("top-1 agree (%)");
+  for (const auto& t : task_names) head.push_back(t + " acc"), head.push_back(t + " acc_norm");
+  auto row = [](const std::vector<std::string>& cells) {
+    std::string s = "|";
+    for (const auto& c : cells) s += " " + c + " |";
+    return s + "\n";
+  };
+  md += row(head);
+  md += row(std::vector<std::string>(head.size(), "---"));
+  json jruns = json::array();
+  for (const auto& r : runs) {
+    std::vector<std::string> c = {r.method};
+    json jr;
+    jr["method"] = r.method;
+    jr["label"] = r.label;
+    jr["budget_bpw"] = r.budget_bpw ? json(*r.budget_bpw) : json(nullptr);
+    jr["plan"] = r.plan_path.empty() ? json(nullptr) : json(r.plan_path);
+    jr["eval"] = r.eval_path.empty() ? json(nullptr) : json(r.eval_path);
+    jr["scores"] = r.scores_path.empty() ? json(nullptr) : json(r.scores_path);
+    jr["file_bytes"] = r.file_bytes ? json(*r.file_bytes) : json(nullptr);
+    jr["file_bytes_predicted"] = r.file_bytes_predicted;
+    jr["linear_bpw"] = r.linear_bpw ? json(*r.linear_bpw) : json(nullptr);
+    if (any_budget) c.push_back(r.budget_bpw ? fmt::format("{:.2f}", *r.budget_bpw) : "–");
+    if (any_label) c.push_back(r.label_explicit ? r.label : "–");
+    if (any_file)
+      c.push_back(r.file_bytes ? fmt::format("{:.2f}{}", double(*r.file_bytes) / 1048576.0,
+                                             r.file_bytes_predicted ? "*" : "")
+                               : "–");
+    if (any_lin) c.push_back(r.linear_bpw ? fmt::format("{:.3f}", *r.linear_bpw) : "–");
+    const json none = json::object();
+    const json& e = r.eval ? *r.eval : none;
+    const auto kld = num_at(e, {"kld", "mean"}), kld_se = num_at(e, {"kld", "stderr"});
+    const auto ppl = num_at(e, {"perplexity", "ppl"}), ppl_se = num_at(e, {"perplexity", "ppl_stderr"});
+    const auto top1 = num_at(e, {"kld", "top1"}), top1_se = num_at(e, {"kld", "top1_stderr"});
+    if (any_kld) c.push_back(pm(kld, kld_se, 5));
+    if (any_ppl) c.push_back(pm(ppl, ppl_se, 3));
+    if (any_top1) c.push_back(pm(top1, top1_se, 2, 100));
+    auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+    jr["kld"] = opt(kld), jr["kld_stderr"] = opt(kld_se), jr["ppl"] = opt(ppl), jr["ppl_stderr"] = opt(ppl_se);
+    jr["top1"] = opt(top1), jr["top1_stderr"] = opt(top1_se);
+    json jt = json::object();
+    for (const auto& t : task_names) {
+      if (e.contains("tasks") && e["tasks"].contains(t)) {
+        const json& tj = e["tasks"][t];
+        const auto acc = num_at(tj, {"acc"}), acc_se = num_at(tj, {"acc_stderr"});
+        const auto an = num_at(tj, {"acc_norm"}), an_se = num_at(tj, {"acc_norm_stderr"});
+        c.push_back(pm(acc, acc_se, 4));
+        c.push_back(pm(an, an_se, 4));
+        jt[t] = {{"acc", opt(acc)}, {"acc_norm", opt(an)}, {"n", opt(num_at(tj, {"n"}))}};
+      } else {
+        c.push_back("–"), c.push_back("–");
+      }
+    }
+    jr["tasks"] = jt;
+    md += row(c);
+    jruns.push_back(jr);
+  }
+  if (any_pred) md += "\n`*` predicted from the plan (no eval of the GGUF given); other sizes are the measured files.\n";
+
+  // ---- Allocation analyses: cosine across plans, p/choice correlation ----
+  std::vector<size_t> planned;
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (runs[i].plan) planned.push_back(i);
+  std::vector<std::string> modules;  // allocation vector order
+  if (pool) {
+    for (const auto& e : pool->modules) modules.push_back(e.name);
+  } else {
+    std::set<std::string> all;
+    for (size_t i : planned)
+      for (const auto& [m, id] : runs[i].plan->modules) all.insert(m);
+    modules.assign(all.begin(), all.end());
+  }
+  std::vector<std::vector<double>> alloc;
+  for (size_t i : planned) {
+    std::vector<double> v(modules.size(), NAN);
+    for (size_t k = 0; k < modules.size(); ++k) {
+      auto it = runs[i].plan->modules.find(modules[k]);
+      if (it != runs[i].plan->modules.end()) v[k] = candidate_bpw(pool, modules[k], it->second).value();
+    }
+    alloc.push_back(std::move(v));
+  }
+  std::vector<double> corr(runs.size(), NAN);
+  for (size_t i : planned)
+    if (runs[i].scores && !runs[i].scores->p.empty()) corr[i] = choice_correlation(*runs[i].plan, runs[i].scores->p);
+
+  json jcos = nullptr;
+  if (!planned.empty()) {
+    md += "\n## Allocations\n\n";
+    md += row({"method", "run", "linear bpw", "types (modules)", "r(p, choice)"});
+    md += row({"---", "---", "---", "---", "---"});
+    for (size_t i : planned) {
+      const Run& r = runs[i];
+      std::map<std::string, int> count;
+      std::map<std::string, double> bpw_of;
+      for (const auto& [m, id] : r.plan->modules) {
+        ++count[id];
+        if (!bpw_of.count(id)) { auto b = candidate_bpw(pool, m, id); bpw_of[id] = b.is_ok() ? *b : 0; }
+      }
+      std::vector<std::pair<double, std::string>> by_bpw;
+      for (const auto& [id, n] : count) by_bpw.push_back({bpw_of[id], id});
+      std::sort(by_bpw.begin(), by_bpw.end());
+      std::string types;
+      for (const auto& [b, id] : by_bpw) types += fmt::format("{}{} {}", types.empty() ? "" : ", ", id, count[id]);
+      md += row({r.method, r.label.empty() ? "–" : r.label, r.linear_bpw ? fmt::format("{:.3f}", *r.linear_bpw) : "–",
+                 types, std::isfinite(corr[i]) ? fmt::format("{:.4f}", corr[i]) : "–"});
+      jruns[i]["types"] = count;
+      jruns[i]["pearson_p_choice"] = std::isfinite(corr[i]) ? json(corr[i]) : json(nullptr);
+    }
+    if (planned.size() >= 2) {
+      json labels = json::array(), mat = json::array();
+      for (size_t a = 0; a < planned.size(); ++a) {
+        labels.push_back(run_title(runs[planned[a]]));
+        json rowj = json::array();
+        for (size_t b = 0; b < planned.size(); ++b) {
+          const double c = cosine_similarity(alloc[a], alloc[b]);
+          rowj.push_back(std::isfinite(c) ? json(c) : json(nullptr));
+        }
+        mat.push_back(rowj);
+      }
+      jcos = {{"labels", labels}, {"matrix", mat},
+              {"vector", "per-module bits per weight of the chosen candidate"}};
+    }
+  }
+
+  rep.table_md = md;
+  rep.summary = json_header(kReportSchema, 1);
+  rep.summary["pool"] = pool ? json(pool->dir) : json(nullptr);
+  rep.summary["runs"] = jruns;
+  rep.summary["cosine"] = jcos;
+
+  // ---- Plots ----
+  // KLD vs file size, one series per method.
+  {
+    LineChart c;
+    c.title = "KL divergence vs teacher by file size";
+    c.x_label = "file size (MiB)";
+    c.y_label = "mean KLD vs teacher";
+    c.log_y = opt.log_y;
+    for (const auto& r : runs) {
+      if (!r.eval || !r.file_bytes) continue;
+      auto k = num_at(*r.eval, {"kld", "mean"});
+      if (!k) continue;
+      if (c.series.empty() || c.series.back().name != r.method) c.series.push_back({r.method, {}, {}, {}, {}});
+      Series& s = c.series.back();
+      s.x.push_back(double(*r.file_bytes) / 1048576.0);
+      s.y.push_back(*k);
+      s.y_err.push_back(num_at(*r.eval, {"kld", "stderr"}).value_or(0));
+      s.point_labels.push_back(r.label_explicit ? r.label : "");
+    }
+    if (!c.series.empty()) {
+      GAMMA_ASSIGN_OR_RETURN(Image img, draw_line_chart(c));
+      rep.images.emplace_back("kld_vs_size.png", std::move(img));
+    } else {
+      rep.notes.push_back("no eval with a KLD and a file size: no kld_vs_size.png");
+    }
+  }
+
+  // Type heatmaps: layers × module kinds, one colour per candidate id (ordered by bpw).
+  if (opt.heatmaps && !planned.empty()) {
+    std::map<std::string, double> id_bpw;
+    for (size_t i : planned)
+      for (const auto& [m, id] : runs[i].plan->modules)
+        if (!id_bpw.count(id)) id_bpw[id] = candidate_bpw(pool, m, id).value();
+    std::vector<std::string> ids;
+    for (const auto& [id, b] : id_bpw) ids.push_back(id);
+    std::stable_sort(ids.begin(), ids.end(), [&](const std::string& a, const std::string& b) { return id_bpw[a] < id_bpw[b]; });
+    const std::vector<Rgb> colors = ordered_palette(ids.size());
+    std::vector<std::string> legend;
+    for (const auto& id : ids) legend.push_back(fmt::format("{} ({:.2f} bpw)", id, id_bpw[id]));
+    std::set<std::string> used_names;
+    for (size_t i : planned) {
+      const Run& r = runs[i];
+      std::vector<std::string> kinds;
+      int n_layer = 0;
+      std::map<std::pair<std::string, int>, int> cell;
+      for (const auto& [m, id] : r.plan->modules) {
+        int layer;
+        std::string kind;
+        if (!module_position(pool, m, &layer, &kind)) continue;
+        n_layer = std::max(n_layer, layer + 1);
+        if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+        cell[{kind, layer}] = int(std::find(ids.begin(), ids.end(), id) - ids.begin());
+      }
+      if (kinds.empty()) {
+        rep.notes.push_back(fmt::format("{}: no module names a layer; no heatmap", r.plan_path));
+        continue;
+      }
+      // Kinds in llama.cpp's order, unknown ones after.
+      std::vector<std::string> ordered;
+      for (const char* k : kLinearKinds)
+        if (std::find(kinds.begin(), kinds.end(), k) != kinds.end()) ordered.push_back(k);
+      for (const auto& k : kinds)
+        if (std::find(ordered.begin(), ordered.end(), k) == ordered.end()) ordered.push_back(k);
+      CategoryHeatmap h;
+      h.title = fmt::format("{}: type per layer and module{}", run_title(r),
+                            r.linear_bpw ? fmt::format(" (linear {:.3f} bpw)", *r.linear_bpw) : "");
+      h.x_label = "layer";
+      h.y_label = "module";
+      for (int l = 0; l < n_layer; ++l) h.x_labels.push_back(std::to_string(l));
+      h.y_labels = ordered;
+      for (const auto& k : ordered) {
+        std::vector<int> rowv(n_layer, -1);
+        for (int l = 0; l < n_layer; ++l)
+          if (auto it = cell.find({k, l}); it != cell.end()) rowv[l] = it->second;
+        h.cells.push_back(rowv);
+      }
+      h.categories = legend;
+      h.colors = colors;
+      GAMMA_ASSIGN_OR_RETURN(Image img, draw_category_heatmap(h));
+      std::string name = "types-" + file_name_part(r.method + (r.label.empty() ? "" : "-" + r.label));
+      for (int k = 2; used_names.count(name); ++k) name = fmt::format("{}-{}", name, k);
+      used_names.insert(name);
+      rep.images.emplace_back(name + ".png", std::move(img));
+    }
+  }
+
+  // Cosine similarity of allocations.
+  if (!jcos.is_null()) {
+    MatrixHeatmap h;
+    h.title = "Cosine similarity of allocations (per-module bpw)";
+    h.colorbar_label = "cosine";
+    h.labels = jcos["labels"].get<std::vector<std::string>>();
+    double lo = 1;
+    for (const auto& rj : jcos["matrix"]) {
+      std::vector<double> v;
+      for (const auto& x : rj) {
+        v.push_back(x.is_null() ? NAN : x.get<double>());
+        if (!x.is_null()) lo = std::min(lo, x.get<double>());
+      }
+      h.m.push_back(v);
+    }
+    // Allocations are positive vectors, so cosines crowd near 1: stretch the scale from
+    // the smallest value (rounded down) to 1.
+    h.vmin = std::min(std::floor(lo * 100) / 100, 0.99);
+    h.vmax = 1;
+    GAMMA_ASSIGN_OR_RETURN(Image img, draw_matrix_heatmap(h));
+    rep.images.emplace_back("cosine.png", std::move(img));
+  } else if (planned.size() == 1) {
+    rep.notes.push_back("one plan only: no cosine.png");
+  }
+
+  // Pearson r(p, choice) per budget, one series per method (and scores target when reused).
+  {
+    LineChart c;
+    c.title = "Stage I p vs Stage II choice: Pearson r per budget";
+    c.x_label = "budget (bpw)";
+    c.y_label = "Pearson r(p, one-hot choice)";
+    c.y_zero_line = true;
+    std::vector<std::string> order;
+    std::map<std::string, Series> by;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const Run& r = runs[i];
+      if (!std::isfinite(corr[i]) || !r.x_bpw()) continue;
+      std::string name = r.method;
+      if (r.scores->target_bpw && r.budget_bpw && std::fabs(*r.scores->target_bpw - *r.budget_bpw) > 1e-6)
+        name += fmt::format(" (scores @ {:.2f} bpw)", *r.scores->target_bpw);
+      if (!by.count(name)) order.push_back(name), by[name].name = name;
+      by[name].x.push_back(*r.x_bpw());
+      by[name].y.push_back(corr[i]);
+    }
+    for (const auto& n : order) c.series.push_back(by[n]);
+    if (!c.series.empty()) {
+      GAMMA_ASSIGN_OR_RETURN(Image img, draw_line_chart(c));
+      rep.images.emplace_back("pearson_p_choice.png", std::move(img));
+    } else if (!planned.empty()) {
+      rep.notes.push_back("no plan with scores holding p: no pearson_p_choice.png");
+    }
+  }
+  return rep;
+}
+
+Result<std::vector<std::string>> write_report(const Report& r, const std::string& outdir) {
+  std::error_code ec;
+  if (fs::exists(outdir, ec) && !fs::is_directory(outdir, ec))
+    return Status::errorf("{}: exists and is not a directory", outdir);
+  fs::create_directories(outdir, ec);
+  if (ec) return Status::errorf("cannot create {}: {}", outdir, ec.message());
+  std::vector<std::string> written;
+  const std::string table = (fs::path(outdir) / "table.md").string();
+  GAMMA_RETURN_IF_ERROR(write_file_atomic(table, r.table_md));
+  written.push_back(table);
+  const std::string summary = (fs::path(outdir) / "report.json").string();
+  GAMMA_RETURN_IF_ERROR(write_json(summary, r.summary));
+  written.push_back(summary);
+  for (const auto& [name, img] : r.images) {
+    const std::string p = (fs::path(outdir) / name).string();
+    GAMMA_RETURN_IF_ERROR(img.write_png(p));
+    written.push_back(p);
+  }
+  return written;
+}
+
+}  // namespace gm::report
