@@ -21,7 +21,7 @@ if [ ! -f pool/manifest.json ]; then
   echo "$(secs $t0 $t1)" > pool.seconds
 fi
 if [ ! -f lq-q4k.seconds ]; then
-  t0=$(now); $B/llama-quantize --pure teacher-f32.gguf lq-q4k.gguf Q4_K $T > lq-q4k.log 2>&1; t1=$(now)
+  t0=$(now); $B/llama-quantize --pure teacher-f32.gguf lq-pure-q4k.gguf Q4_K $T > lq-pure-q4k.log 2>&1; t1=$(now)
   echo "$(secs $t0 $t1)" > lq-q4k.seconds
 fi
 

@@ -19,7 +19,7 @@ case "$name" in
 esac
 "$G" pool "$model" --types "$types" -o "$work/pool"
 if "$G" --help | grep -q "^  learn" && "$G" --help | grep -q "^  solve"; then
-  [ -f "$work/scores.json" ] || "$G" learn "$work/pool" --teacher "$work/teacher.gguf" --bpw "$bpw" -o "$work/scores.json"
+  [ -f "$work/scores.json" ] || "$G" learn "$work/pool" --teacher "$work/teacher.gguf" --bpw "$bpw" --steps 300 --layers-per-step 6 -o "$work/scores.json"
   "$G" solve --scores "$work/scores.json" --pool "$work/pool" --bpw "$bpw" -o "$work/plan.json"
 else
   # Until Stage I and II exist: the uniform type nearest the budget from below.

@@ -73,7 +73,8 @@ TEST(EvalPerplexity, MatchesBuiltLlamaPerplexity) {
   // Both batch layouts: 16 chunks per decode (-b 2048), and a chunk split over decodes (-b < -c).
   for (const std::string flags : {"-c 128 --chunks 150", "-c 256 -b 128 --chunks 24"}) {
     SCOPED_TRACE(flags);
-    RunResult ref = run(llama_tool("llama-perplexity") + " -m " + stories260k() + " -f " + text() + " " + flags + " -t 1");
+    RunResult ref = run_llama_tool(llama_tool("llama-perplexity") + " -m " + stories260k() + " -f " + text() + " " + flags + " -t 1",
+                                    "Final estimate");
     ASSERT_EQ(ref.exit_code, 0) << ref.output;
     const double ppl_ref = grab(ref.output, R"(Final estimate: PPL = ([0-9.]+) \+/- ([0-9.]+))");
     const double err_ref = grab(ref.output, R"(Final estimate: PPL = ([0-9.]+) \+/- ([0-9.]+))", 2);
@@ -133,8 +134,8 @@ TEST(EvalKld, MatchesLlamaPerplexityAndSharesItsBaseFile) {
   RunResult base = run(llama_tool("llama-perplexity") + " -m " + stories260k() + " -f " + text() + common +
                        " --kl-divergence-base " + llama_base);
   ASSERT_EQ(base.exit_code, 0) << base.output;
-  RunResult kl = run(llama_tool("llama-perplexity") + " -m " + student + common + " --kl-divergence-base " +
-                     llama_base + " --kl-divergence");
+  RunResult kl = run_llama_tool(llama_tool("llama-perplexity") + " -m " + student + common + " --kl-divergence-base " +
+                                    llama_base + " --kl-divergence", "Same top p");
   ASSERT_EQ(kl.exit_code, 0) << kl.output;
   const LlamaKld ref = parse_llama_kld(kl.output);
   EXPECT_GT(ref.kld_mean, 1e-3) << "Q4_0 must differ measurably from F32 for this test to mean anything";

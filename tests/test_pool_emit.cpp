@@ -59,9 +59,10 @@ double final_ppl(const std::string& out) {
 }
 
 double llama_ppl(const std::string& model, int chunks) {
-  auto r = run(llama_tool("llama-perplexity") + " -m " + model + " -f " +
-               shared_data("text/tinystories-valid-prefix.txt") + " -c 128 -b 128 -t 2 --chunks " +
-               std::to_string(chunks));
+  auto r = run_llama_tool(llama_tool("llama-perplexity") + " -m " + model + " -f " +
+                              shared_data("text/tinystories-valid-prefix.txt") + " -c 128 -b 128 -t 2 --chunks " +
+                              std::to_string(chunks),
+                          "Final estimate");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return final_ppl(r.output);
 }

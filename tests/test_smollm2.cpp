@@ -25,8 +25,9 @@ std::map<std::string, std::string> types_of(const std::string& path) {
 }
 
 double ppl(const std::string& model) {
-  auto r = run(llama_tool("llama-perplexity") + " -m " + model + " -f " + shared_data("text/wiki.test.raw") +
-               " -c 128 -b 128 --chunks 8 -t 2");
+  auto r = run_llama_tool(llama_tool("llama-perplexity") + " -m " + model + " -f " + shared_data("text/wiki.test.raw") +
+                              " -c 128 -b 128 --chunks 8 -t 2",
+                          "Final estimate");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   std::smatch sm;
   static const std::regex re("Final estimate: PPL = ([0-9.]+)");

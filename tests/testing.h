@@ -67,4 +67,17 @@ inline RunResult run(const std::string& cmd) {
 }
 inline RunResult gamma(const std::string& args) { return run(gamma_cli() + " " + args); }
 
+// Runs a llama.cpp tool whose result we read from its log. The vendored llama.cpp leaks its
+// asynchronous logger on purpose (common/log.cpp, llama.cpp issue 22142), so on a loaded
+// machine a tool can exit 0 before its last lines (e.g. "Final estimate") are written. Such
+// a run is repeated, up to `tries` times; any other failure is returned at once.
+inline RunResult run_llama_tool(const std::string& cmd, const std::string& needle, int tries = 3) {
+  RunResult r;
+  for (int i = 0; i < tries; ++i) {
+    r = run(cmd);
+    if (r.exit_code != 0 || r.output.find(needle) != std::string::npos) break;
+  }
+  return r;
+}
+
 }  // namespace gm::testing

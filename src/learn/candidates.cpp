@@ -1,0 +1,110 @@
+#include "learn/candidates.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "ggml.h"
+#include "gguf.h"
+#include "gguf_model/model.h"
+
+namespace gm {
+
+CandidateStore::~CandidateStore() {
+  for (auto& f : files_) {
+    if (f->ctx) gguf_free(f->ctx);
+    if (f->fd >= 0) ::close(f->fd);
+  }
+}
+
+Result<std::unique_ptr<CandidateStore>> CandidateStore::open(const Manifest& m) {
+  std::unique_ptr<CandidateStore> s(new CandidateStore());
+  std::map<std::string, const File*> by_name;
+  for (const auto& e : m.modules) {
+    if (e.shape.size() != 2) return Status::errorf("pool module {} is not a matrix", e.name);
+    for (const auto& c : e.candidates) {
+      const File* f = nullptr;
+      if (auto it = by_name.find(c.file); it != by_name.end()) {
+        f = it->second;
+      } else {
+        auto nf = std::make_unique<File>();
+        nf->path = m.dir + "/" + c.file;
+        nf->fd = ::open(nf->path.c_str(), O_RDONLY);
+        if (nf->fd < 0) return Status::errorf("pool candidate file {}: {}", nf->path, std::strerror(errno));
+        gguf_init_params ip{/*no_alloc=*/true, nullptr};
+        nf->ctx = gguf_init_from_file(nf->path.c_str(), ip);
+        if (!nf->ctx) {
+          ::close(nf->fd);
+          return Status::errorf("pool candidate file {} is not a valid GGUF", nf->path);
+        }
+        nf->data_offset = gguf_get_data_offset(nf->ctx);
+        f = nf.get();
+        by_name[c.file] = f;
+        s->files_.push_back(std::move(nf));
+      }
+      const int64_t id = gguf_find_tensor(f->ctx, e.name.c_str());
+      if (id < 0) return Status::errorf("pool candidate file {} lacks tensor {}", f->path, e.name);
+      const ggml_type type = gguf_get_tensor_type(f->ctx, id);
+      const int64_t* ne = gguf_get_tensor_ne(f->ctx, id);
+      if (ne[0] != e.shape[0] || ne[1] != e.shape[1] || ne[2] != 1 || ne[3] != 1)
+        return Status::errorf("{} in {} has shape {}x{}, the manifest says {}x{}", e.name, f->path, ne[0], ne[1],
+                              e.shape[0], e.shape[1]);
+      auto want = parse_type(c.type);
+      if (!want.is_ok() || *want != type)
+        return Status::errorf("{} in {} is {}, the manifest says {}", e.name, f->path, ggml_type_name(type), c.type);
+      if (!ggml_get_type_traits(type)->to_float && type != GGML_TYPE_F32)
+        return Status::errorf("{} in {}: type {} cannot be dequantized", e.name, f->path, ggml_type_name(type));
+      const uint64_t nbytes = gguf_get_tensor_size(f->ctx, id);
+      s->locs_[{e.name, c.id}] = Loc{f, f->data_offset + gguf_get_tensor_offset(f->ctx, id), nbytes, int(type)};
+    }
+  }
+  return s;
+}
+
+Status CandidateStore::dequantize(const ModuleEntry& module, const Candidate& cand, float* dst, int n_threads) const {
+  auto it = locs_.find({module.name, cand.id});
+  if (it == locs_.end()) return Status::errorf("no candidate {} for module {}", cand.id, module.name);
+  const Loc& loc = it->second;
+  const ggml_type type = ggml_type(loc.type);
+  const int64_t width = module.shape[0], rows = module.shape[1];
+  const size_t row_bytes = ggml_row_size(type, width);
+  // Threads only pay off on big tensors (a spawn costs tens of microseconds).
+  if (rows * width < (int64_t(1) << 20)) n_threads = 1;
+  n_threads = std::max(1, std::min<int>(n_threads, int(rows)));
+  // Each worker reads and converts its own row range: reading is from the page cache, so
+  // the copy parallelizes as well as the conversion.
+  std::vector<Status> st(static_cast<size_t>(n_threads));
+  auto work = [&](int t) {
+    const int64_t r0 = rows * t / n_threads, r1 = rows * (t + 1) / n_threads;
+    std::vector<uint8_t> buf(size_t(r1 - r0) * row_bytes);
+    size_t left = buf.size();
+    uint64_t off = loc.offset + uint64_t(r0) * row_bytes;
+    uint8_t* p = buf.data();
+    while (left > 0) {
+      ssize_t r = ::pread(loc.file->fd, p, left, off_t(off));
+      if (r <= 0) {
+        st[size_t(t)] = Status::errorf("cannot read {} from {}: {}", module.name, loc.file->path,
+                                       r == 0 ? "unexpected end of file" : std::strerror(errno));
+        return;
+      }
+      p += r; left -= size_t(r); off += uint64_t(r);
+    }
+    float* out = dst + r0 * width;
+    if (type == GGML_TYPE_F32) std::memcpy(out, buf.data(), buf.size());
+    else ggml_get_type_traits(type)->to_float(buf.data(), out, (r1 - r0) * width);
+  };
+  if (n_threads == 1) {
+    work(0);
+  } else {
+    std::vector<std::thread> th;
+    for (int t = 0; t < n_threads; ++t) th.emplace_back(work, t);
+    for (auto& x : th) x.join();
+  }
+  for (auto& s : st) GAMMA_RETURN_IF_ERROR(s);
+  return Status::ok();
+}
+
+}  // namespace gm

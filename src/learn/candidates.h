@@ -1,0 +1,46 @@
+// The pool's candidates, dequantized on demand: each cand-<TYPE>.gguf (or import-*.gguf) is
+// opened once (header only), and a module's candidate is read with pread and turned into
+// F32 with ggml's to_float, rows split over threads. Nothing is kept between calls, so
+// memory holds only what the caller asked for (one layer at a time in Stage I).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pool/manifest.h"
+#include "util/status.h"
+
+struct gguf_context;
+
+namespace gm {
+
+class CandidateStore {
+ public:
+  // Opens every file the manifest names and checks that each candidate's tensor is there
+  // with the module's shape and the candidate's type and byte count.
+  static Result<std::unique_ptr<CandidateStore>> open(const Manifest& m);
+  ~CandidateStore();
+  // Dequantizes candidate `cand` of `module` into dst (n_params floats, row-major as stored:
+  // shape[1] rows of shape[0]).
+  Status dequantize(const ModuleEntry& module, const Candidate& cand, float* dst, int n_threads) const;
+
+ private:
+  struct File {
+    std::string path;
+    int fd = -1;
+    gguf_context* ctx = nullptr;
+    uint64_t data_offset = 0;
+  };
+  struct Loc {
+    const File* file;
+    uint64_t offset, nbytes;
+    int type;
+  };
+  CandidateStore() = default;
+  std::vector<std::unique_ptr<File>> files_;
+  std::map<std::pair<std::string, std::string>, Loc> locs_;  // (module, candidate id)
+};
+
+}  // namespace gm

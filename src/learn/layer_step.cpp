@@ -1,0 +1,93 @@
+#include "learn/layer_step.h"
+
+#include <ATen/Parallel.h>
+
+#include <map>
+
+#include "model/layer.h"
+
+namespace gm {
+
+struct LayerStep::Impl {
+  std::unique_ptr<TorchModel> model;
+  std::vector<LayerParams> params;
+  Positional pos;
+  int seq_len = 0;
+  std::map<std::pair<int, int>, at::Tensor> teacher_w;  // modules without pool candidates
+};
+
+LayerStep::LayerStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+LayerStep::~LayerStep() = default;
+const HParams& LayerStep::hparams() const { return impl_->model->hparams(); }
+
+Result<std::unique_ptr<LayerStep>> LayerStep::create(const std::string& teacher_path, int seq_len, int n_threads) {
+  set_compute_threads(n_threads);
+  auto impl = std::make_unique<Impl>();
+  GAMMA_ASSIGN_OR_RETURN(impl->model, TorchModel::open(teacher_path));
+  const HParams& hp = impl->model->hparams();
+  for (int il = 0; il < hp.n_layer; ++il) {
+    GAMMA_ASSIGN_OR_RETURN(auto lp, impl->model->layer_params(il));
+    impl->params.push_back(std::move(lp));
+  }
+  impl->pos = make_positional(hp, seq_len, impl->model->rope_freqs());
+  impl->seq_len = seq_len;
+  return std::unique_ptr<LayerStep>(new LayerStep(std::move(impl)));
+}
+
+Result<double> LayerStep::run(int il, std::array<ModuleMix, 7>& mods, const float* x, const float* y, int n_seq,
+                              double scale, bool backward) {
+  Impl& im = *impl_;
+  const HParams& hp = im.model->hparams();
+  if (il < 0 || il >= hp.n_layer) return Status::errorf("no layer {}", il);
+  const int64_t out[kNumLinear] = {hp.n_embd_q(), hp.n_embd_kv(), hp.n_embd_kv(), hp.n_embd, hp.n_ff, hp.n_ff, hp.n_embd};
+  const int64_t in[kNumLinear] = {hp.n_embd, hp.n_embd, hp.n_embd, hp.n_embd_q(), hp.n_embd, hp.n_embd, hp.n_ff};
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+
+  std::array<at::Tensor, kNumLinear> w;
+  std::array<std::vector<at::Tensor>, kNumLinear> cands;
+  {
+    at::NoGradGuard no_grad;
+    for (int k = 0; k < kNumLinear; ++k) {
+      auto& m = mods[size_t(k)];
+      if (m.cands.empty()) {  // not in the pool: the teacher's weight, no gradient
+        auto key = std::make_pair(il, k);
+        if (!im.teacher_w.count(key)) {
+          GAMMA_ASSIGN_OR_RETURN(auto all, im.model->layer_weights(il));
+          for (int j = 0; j < kNumLinear; ++j)
+            if (mods[size_t(j)].cands.empty()) im.teacher_w[{il, j}] = all[size_t(j)];
+        }
+        w[size_t(k)] = im.teacher_w[key];
+        continue;
+      }
+      if (m.p.size() != m.cands.size()) return Status::error("mixing weights and candidates differ in number");
+      at::Tensor mix = at::zeros({out[k], in[k]}, f32);
+      for (size_t b = 0; b < m.cands.size(); ++b) {
+        cands[size_t(k)].push_back(at::from_blob(const_cast<float*>(m.cands[b]), {out[k], in[k]}, f32));
+        mix.add_(cands[size_t(k)].back(), m.p[b]);
+      }
+      w[size_t(k)] = backward ? mix.requires_grad_(true) : mix;
+    }
+  }
+  const int64_t T = im.seq_len;
+  std::unique_ptr<at::NoGradGuard> no_grad_fwd;
+  if (!backward) no_grad_fwd = std::make_unique<at::NoGradGuard>();
+  auto xt = at::from_blob(const_cast<float*>(x), {n_seq, T, hp.n_embd}, f32);
+  auto yt = at::from_blob(const_cast<float*>(y), {n_seq, T, hp.n_embd}, f32);
+  auto out_t = layer_forward(hp, im.params[size_t(il)], w, im.pos, xt);
+  auto mse = (out_t - yt).pow(2).mean();
+  if (!backward) return mse.item<double>();
+  (mse * scale).backward();
+
+  at::NoGradGuard no_grad;
+  for (int k = 0; k < kNumLinear; ++k) {
+    auto& m = mods[size_t(k)];
+    if (m.cands.empty()) continue;
+    if (m.grad->size() != m.cands.size()) m.grad->assign(m.cands.size(), 0.0);
+    if (!w[size_t(k)].grad().defined()) continue;  // no path to the loss: zero gradient
+    auto g = w[size_t(k)].grad().view({-1});
+    for (size_t b = 0; b < m.cands.size(); ++b) (*m.grad)[b] += at::dot(g, cands[size_t(k)][b].view({-1})).item<double>();
+  }
+  return mse.item<double>();
+}
+
+}  // namespace gm

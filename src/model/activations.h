@@ -1,0 +1,74 @@
+// The teacher's hidden states at every layer boundary for a calibration set, computed once
+// by libllama (F32 model, F32 KV cache) and cached on disk as F16 (or F32) under a key of
+// model fingerprint, calibration text hashes and settings. Building is resumable (finished
+// sequences are kept in a .partial directory) and publishes the cache by renaming it.
+//
+// Layout of CACHE_ROOT/<key>/: meta.json (schema gamma.activations v1), tokens.bin (int32,
+// n_seq x seq_len) and h<B>.bin for boundary B = 0..n_layer (0: token embeddings, B: the
+// output of layer B-1), each n_seq x seq_len x n_embd.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace gm {
+
+struct CalibOptions {
+  std::vector<std::string> text_files;  // empty: default_calibration_files()
+  int64_t calib_tokens = 8192;          // rounded down to whole sequences (at least one)
+  int seq_len = 256;  // CPU budget: 2 x 256 tokens a step keeps a Qwen-1.5B step near a minute
+  bool f32 = false;                     // store F32 instead of F16
+  int n_threads = 0;                    // libllama threads (0: all cores)
+  std::string cache_root;               // empty: cache_dir()/activations
+  bool quiet = false;                   // no progress bar
+};
+
+// war-and-peace.txt and wiki.valid.tokens from ../shared/data/text ($GAMMA_SHARED_DATA, else
+// the shared data next to the working tree); never the evaluation text (wiki.test.raw).
+std::vector<std::string> default_calibration_files();
+
+class ActivationCache {
+ public:
+  // Opens the cache for (teacher, options), building whatever is missing first.
+  static Result<std::unique_ptr<ActivationCache>> open_or_build(const std::string& teacher_path,
+                                                                 const CalibOptions& opt);
+  ~ActivationCache();
+
+  const std::string& dir() const { return dir_; }
+  const std::string& key() const { return key_; }
+  int n_seq() const { return n_seq_; }
+  int seq_len() const { return seq_len_; }
+  int64_t n_embd() const { return n_embd_; }
+  int n_layer() const { return n_layer_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }  // n_seq x seq_len
+  // Boundary `b` of the sequences `seqs`, converted to F32, into dst (seqs.size() x seq_len
+  // x n_embd floats).
+  Status read(int b, const std::vector<int>& seqs, float* dst) const;
+
+ private:
+  ActivationCache() = default;
+  std::string dir_, key_;
+  int n_seq_ = 0, seq_len_ = 0, n_layer_ = 0;
+  int64_t n_embd_ = 0;
+  bool f32_ = false;
+  std::vector<int32_t> tokens_;
+  std::vector<int> fds_;  // one per boundary file
+};
+
+// The calibration sequences for `opt` as the cache builds them (exposed for tests/bench):
+// each file contributes an equal share of sequences, evenly spaced through its tokens; the
+// first token of each sequence is BOS when the vocabulary wants one (as llama-perplexity).
+class LlamaRunner;
+
+// Temp + rename without fsync, for state rewritten often (cache progress, Stage I
+// checkpoints): a killed process never leaves a partial file, and it costs nothing (fsync
+// took seconds per call on a busy disk here). After a power loss the file may be missing or
+// empty; readers then ignore it and start over. (Belongs in util/files.h.)
+Status write_file_atomic_nosync(const std::string& path, const std::string& contents);
+Result<std::vector<std::vector<int32_t>>> calibration_sequences(LlamaRunner& runner, const CalibOptions& opt);
+
+}  // namespace gm

@@ -1,0 +1,96 @@
+#include "model/hparams.h"
+
+#include <cmath>
+#include <optional>
+
+#include "gguf.h"
+#include "gguf_model/model.h"
+
+namespace gm {
+namespace {
+
+std::optional<double> get_num(gguf_context* ctx, const std::string& key) {
+  const int64_t id = gguf_find_key(ctx, key.c_str());
+  if (id < 0) return std::nullopt;
+  switch (gguf_get_kv_type(ctx, id)) {
+    case GGUF_TYPE_UINT8: return gguf_get_val_u8(ctx, id);
+    case GGUF_TYPE_INT8: return gguf_get_val_i8(ctx, id);
+    case GGUF_TYPE_UINT16: return gguf_get_val_u16(ctx, id);
+    case GGUF_TYPE_INT16: return gguf_get_val_i16(ctx, id);
+    case GGUF_TYPE_UINT32: return gguf_get_val_u32(ctx, id);
+    case GGUF_TYPE_INT32: return gguf_get_val_i32(ctx, id);
+    case GGUF_TYPE_UINT64: return double(gguf_get_val_u64(ctx, id));
+    case GGUF_TYPE_INT64: return double(gguf_get_val_i64(ctx, id));
+    case GGUF_TYPE_FLOAT32: return gguf_get_val_f32(ctx, id);
+    case GGUF_TYPE_FLOAT64: return gguf_get_val_f64(ctx, id);
+    default: return std::nullopt;  // arrays (per-layer head counts) are not supported
+  }
+}
+
+std::string get_str(gguf_context* ctx, const std::string& key, const std::string& def) {
+  const int64_t id = gguf_find_key(ctx, key.c_str());
+  if (id < 0 || gguf_get_kv_type(ctx, id) != GGUF_TYPE_STRING) return def;
+  return gguf_get_val_str(ctx, id);
+}
+
+}  // namespace
+
+Result<HParams> read_hparams(const Model& m) {
+  HParams h;
+  gguf_context* ctx = m.gguf();
+  const std::string a = m.arch();
+  h.arch = a;
+  h.n_layer = m.n_layer();
+  auto need = [&](const std::string& key) -> Result<double> {
+    auto v = get_num(ctx, a + "." + key);
+    if (!v) return Status::errorf("{}: missing or non-scalar key {}.{}", m.path(), a, key);
+    return *v;
+  };
+  GAMMA_ASSIGN_OR_RETURN(double n_embd, need("embedding_length"));
+  GAMMA_ASSIGN_OR_RETURN(double n_ff, need("feed_forward_length"));
+  GAMMA_ASSIGN_OR_RETURN(double n_head, need("attention.head_count"));
+  GAMMA_ASSIGN_OR_RETURN(double eps, need("attention.layer_norm_rms_epsilon"));
+  h.n_embd = int64_t(n_embd);
+  h.n_ff = int64_t(n_ff);
+  h.n_head = int64_t(n_head);
+  h.rms_eps = float(eps);
+  h.n_head_kv = int64_t(get_num(ctx, a + ".attention.head_count_kv").value_or(n_head));
+  h.n_ctx_train = int64_t(get_num(ctx, a + ".context_length").value_or(0));
+  if (h.n_head <= 0 || h.n_head_kv <= 0 || h.n_head % h.n_head_kv != 0)
+    return Status::errorf("{}: bad head counts {} / {}", m.path(), h.n_head, h.n_head_kv);
+  h.head_dim = int64_t(get_num(ctx, a + ".attention.key_length").value_or(double(h.n_embd / h.n_head)));
+  const int64_t v_len = int64_t(get_num(ctx, a + ".attention.value_length").value_or(double(h.head_dim)));
+  const int64_t n_rot = int64_t(get_num(ctx, a + ".rope.dimension_count").value_or(double(h.head_dim)));
+  if (v_len != h.head_dim || n_rot != h.head_dim)
+    return Status::errorf("{}: key/value/rope dimensions {}/{}/{} differ (unsupported)", m.path(), h.head_dim,
+                          v_len, n_rot);
+
+  // llama.cpp: llama -> NORM, qwen2/qwen3 -> NEOX (llama_model_rope_type).
+  h.rope_type = a == "llama" ? RopeType::kNorm : RopeType::kNeox;
+  h.qk_norm = a == "qwen3";
+  h.rope_freq_base = float(get_num(ctx, a + ".rope.freq_base").value_or(10000.0));
+  const std::string scaling = get_str(ctx, a + ".rope.scaling.type", "linear");
+  float factor = float(get_num(ctx, a + ".rope.scaling.factor").value_or(get_num(ctx, a + ".rope.scale_linear").value_or(0.0)));
+  if (scaling == "none") {
+    h.rope_freq_scale = 1.0f;
+  } else if (scaling == "linear") {
+    h.rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+  } else {
+    return Status::errorf("{}: RoPE scaling '{}' is not supported (only none and linear)", m.path(), scaling);
+  }
+  h.rope_attn_factor = float(get_num(ctx, a + ".rope.scaling.attn_factor").value_or(1.0));
+  h.kq_scale = 1.0f / std::sqrt(float(h.head_dim));  // llama.cpp ignores attention.scale here
+  h.has_rope_freqs = m.find("rope_freqs.weight") >= 0;
+  h.tied_embeddings = m.tied_embeddings();
+
+  const int64_t te = m.find("token_embd.weight");
+  if (te < 0) return Status::errorf("{}: no token_embd.weight", m.path());
+  const auto& emb = m.tensors()[size_t(te)];
+  if (emb.shape.size() != 2 || emb.shape[0] != h.n_embd)
+    return Status::errorf("{}: token_embd.weight has width {} but embedding_length is {}", m.path(),
+                          emb.row_width(), h.n_embd);
+  h.n_vocab = emb.shape[1];
+  return h;
+}
+
+}  // namespace gm

@@ -1,0 +1,39 @@
+// The hyperparameters of a llama / qwen2 / qwen3 decoder as llama.cpp reads them from the
+// GGUF (same keys, same defaults), so the LibTorch layer computes what libllama computes.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "util/status.h"
+
+namespace gm {
+
+class Model;
+
+enum class RopeType { kNorm, kNeox };  // llama: adjacent pairs; qwen2/qwen3: halves (NEOX)
+
+struct HParams {
+  std::string arch;
+  int n_layer = 0;
+  int64_t n_embd = 0, n_ff = 0, n_vocab = 0;
+  int64_t n_head = 0, n_head_kv = 0, head_dim = 0;
+  int64_t n_ctx_train = 0;
+  float rms_eps = 1e-5f;
+  float kq_scale = 0;           // 1/sqrt(head_dim) unless the GGUF overrides it
+  RopeType rope_type = RopeType::kNorm;
+  float rope_freq_base = 10000.0f;
+  float rope_freq_scale = 1.0f;  // 1/factor for linear scaling
+  float rope_attn_factor = 1.0f;
+  bool qk_norm = false;          // qwen3: RMSNorm on q and k per head before RoPE
+  bool has_rope_freqs = false;   // llama3-style rope_freqs.weight (per-dimension divisors)
+  bool tied_embeddings = false;  // no output.weight: token_embd is the head
+
+  int64_t n_embd_q() const { return n_head * head_dim; }
+  int64_t n_embd_kv() const { return n_head_kv * head_dim; }
+};
+
+// Fails (one line) on missing keys, unsupported RoPE scaling (yarn, longrope) or shapes that
+// do not fit together.
+Result<HParams> read_hparams(const Model& m);
+
+}  // namespace gm

@@ -1,0 +1,76 @@
+// The FP decoder layer of llama / qwen2 / qwen3 in LibTorch, computing what libllama's graph
+// computes (src/models/{llama,qwen2,qwen3}.cpp): RMSNorm, q/k/v (+bias), QK-norm (qwen3),
+// RoPE with ggml's own cos/sin table, GQA causal attention, o, residual, RMSNorm, SwiGLU,
+// residual. Linear weights are passed in, so Stage I can pass mixed weights that require
+// grad. This header pulls in ATen: include it only from the few .cpp files that need it.
+#pragma once
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "model/hparams.h"
+#include "util/status.h"
+
+namespace gm {
+
+class Model;
+
+// Index into the seven linear kinds, in kLinearKinds order (gguf_model/model.h).
+enum LinearKind { kAttnQ = 0, kAttnK, kAttnV, kAttnOut, kFfnGate, kFfnUp, kFfnDown, kNumLinear };
+int linear_kind_index(const std::string& kind);  // -1 if not one of the seven
+
+// Everything of one layer except the linear weights.
+struct LayerParams {
+  at::Tensor attn_norm, ffn_norm;      // [n_embd]
+  at::Tensor q_norm, k_norm;           // [head_dim], qwen3 only
+  std::array<at::Tensor, kNumLinear> bias;  // [out] or undefined (qwen2 has q/k/v biases)
+};
+
+// RoPE cos/sin ([T, head_dim/2], built exactly as ggml's rope cache) and the causal mask.
+struct Positional {
+  int64_t n_pos = 0;
+  at::Tensor cos, sin, mask;
+};
+Positional make_positional(const HParams& hp, int64_t n_pos, const std::vector<float>& freq_factors);
+
+// x: [B, T, n_embd] F32. w[k]: [out, in] (torch order; ggml's ne reversed). Returns the
+// layer output [B, T, n_embd].
+at::Tensor layer_forward(const HParams& hp, const LayerParams& lp, const std::array<at::Tensor, kNumLinear>& w,
+                         const Positional& pos, const at::Tensor& x);
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, float eps);
+
+// Threads for LibTorch work: BLAS (OpenBLAS, where the matmuls go) gets n; ATen's own
+// OpenMP pool gets $GAMMA_TORCH_INTRA_THREADS, default 1. Both pools at n oversubscribe the
+// cores (idle OpenMP workers spin while OpenBLAS runs): measured 2.5x slower on 2 cores.
+void set_compute_threads(int n);
+
+// A GGUF tensor as an F32 torch tensor in torch dimension order (dequantized via ggml).
+Result<at::Tensor> read_tensor(const Model& m, const std::string& name);
+
+// The FP model read from a GGUF on demand: per-layer parameters and weights, the head.
+class TorchModel {
+ public:
+  static Result<std::unique_ptr<TorchModel>> open(const std::string& path);
+  const Model& model() const { return *model_; }
+  const HParams& hparams() const { return hp_; }
+  void set_hparams(const HParams& hp) { hp_ = hp; }  // tests: a deliberately wrong layer
+  const std::vector<float>& rope_freqs() const { return rope_freqs_; }
+  Result<LayerParams> layer_params(int il) const;
+  Result<std::array<at::Tensor, kNumLinear>> layer_weights(int il) const;
+  // Token embeddings [n, n_embd] and the head: logits [n, n_vocab] from the last hidden state.
+  Result<at::Tensor> embed(const std::vector<int32_t>& tokens) const;
+  Result<at::Tensor> logits(const at::Tensor& h) const;
+  ~TorchModel();
+
+ private:
+  TorchModel() = default;
+  std::unique_ptr<Model> model_;
+  HParams hp_;
+  std::vector<float> rope_freqs_;
+};
+
+}  // namespace gm

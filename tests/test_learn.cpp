@@ -1,0 +1,245 @@
+// Stage I on stories260K: the CLI end to end (scores file, budget reached), the gradient of
+// the layer MSE with respect to the mixing weights against finite differences, the sigmoid
+// form for two candidates, kill -9 + rerun ending bit-identical to an uninterrupted run, and
+// bad inputs failing with one line and no output.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "gguf_model/model.h"
+#include "learn/candidates.h"
+#include "learn/layer_step.h"
+#include "model/activations.h"
+#include "model/hparams.h"
+#include "pool/manifest.h"
+#include "tests/testing.h"
+#include "util/files.h"
+#include "util/json.h"
+
+namespace fs = std::filesystem;
+using namespace gm;
+using gm::testing::TempDir;
+
+namespace {
+
+const bool quiet_logs = (gm::capture_ggml_logs(), true);
+
+// A pool of stories260K (ffn_down rows of 172 admit only F16).
+std::string make_pool(const TempDir& dir, const std::string& types = "Q4_0,Q5_0,Q8_0,F16") {
+  const std::string pool = dir / "pool";
+  auto r = gm::testing::gamma("pool " + gm::testing::stories260k() + " --types " + types + " -o " + pool + " -t 2");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return pool;
+}
+
+// Common flags: a tiny calibration set cached inside the test's directory.
+std::string learn_args(const TempDir& dir, const std::string& pool, const std::string& out, int batch = 2) {
+  return "learn " + pool + " --teacher " + gm::testing::stories260k() + " -o " + out +
+         " --seq-len 64 --calib-tokens 512 -t 2 -q --batch " + std::to_string(batch) + " --cache-dir " + dir / "act";
+}
+
+json load(const std::string& path) {
+  auto j = read_json(path, "gamma.scores", 1);
+  EXPECT_TRUE(j.is_ok()) << j.status().message();
+  return j.is_ok() ? *j : json::object();
+}
+
+}  // namespace
+
+TEST(Learn, ReachesTheBudgetAndWritesScores) {
+  TempDir dir;
+  const std::string pool = make_pool(dir);
+  const std::string out = dir / "scores.json";
+  auto r = gm::testing::gamma(learn_args(dir, pool, out) + " --bpw 9.0 --steps 80");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(fs::exists(out + ".ckpt"));
+  json s = load(out);
+  auto man = Manifest::load(pool);
+  ASSERT_TRUE(man.is_ok());
+  EXPECT_EQ(s["model_fingerprint"], man->model_fingerprint);
+  EXPECT_EQ(s["pool_manifest_sha256"], *sha256_file(pool + "/manifest.json"));
+  EXPECT_EQ(s["method"], "gamma");
+  ASSERT_EQ(s["modules"].size(), man->modules.size());
+  // Recompute the expected bpw from the written p and the manifest: it is on the target.
+  double bits = 0, n = 0;
+  for (const auto& e : man->modules) {
+    const json& m = s["modules"][e.name];
+    double sum = 0;
+    for (const auto& c : e.candidates) {
+      const double p = m["p"][c.id].get<double>();
+      EXPECT_EQ(m["score"][c.id].get<double>(), p);
+      sum += p;
+      bits += p * c.bpw * double(e.n_params);
+    }
+    n += double(e.n_params);
+    EXPECT_NEAR(sum, 1.0, 1e-12) << e.name;
+  }
+  EXPECT_NEAR(bits / n, s["final"]["bpw_expected"].get<double>(), 1e-9);
+  EXPECT_NEAR(bits / n, 9.0, 0.01);
+  ASSERT_EQ(s["curve"].size(), 80u);
+  EXPECT_GT(s["final"]["lambda2"].get<double>(), 0.0);
+  // Learning did something: the MSE of the last steps is below step 0's (the unit).
+  double late = 0;
+  for (size_t i = 60; i < 80; ++i) late += s["curve"][i]["mse"].get<double>() / 20;
+  EXPECT_LT(late, s["final"]["mse_ref"].get<double>());
+  // ... and modules are told apart: not every module ends with the same p.
+  double lo = 1, hi = 0;
+  for (const auto& e : man->modules)
+    if (e.candidates.size() == 4) {
+      const double p = s["modules"][e.name]["p"]["Q4_0"].get<double>();
+      lo = std::min(lo, p);
+      hi = std::max(hi, p);
+    }
+  EXPECT_GT(hi - lo, 0.02);
+}
+
+TEST(Learn, LayerSamplingAndSigmoidForm) {
+  TempDir dir;
+  const std::string pool = make_pool(dir, "Q8_0,F16");  // two candidates per module (one for ffn_down)
+  const std::string out = dir / "scores.json";
+  auto r = gm::testing::gamma(learn_args(dir, pool, out) + " --bpw 12.0 --steps 40 --layers-per-step 2 --tau 0.5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json s = load(out);
+  for (const auto& [name, m] : s["modules"].items()) {
+    if (m["logits"].size() != 2) continue;
+    EXPECT_EQ(m["logits"]["Q8_0"].get<double>(), 0.0) << name;  // the fixed logit of the sigmoid form
+    const double theta = m["logits"]["F16"].get<double>();
+    EXPECT_NEAR(m["p"]["F16"].get<double>(), 1.0 / (1.0 + std::exp(-theta / 0.5)), 1e-12);
+  }
+  EXPECT_NEAR(s["final"]["bpw_expected"].get<double>(), 12.0, 0.05);
+}
+
+TEST(Learn, GradientMatchesFiniteDifferences) {
+  TempDir dir;
+  const std::string pool = make_pool(dir);
+  auto man = Manifest::load(pool);
+  ASSERT_TRUE(man.is_ok());
+  auto store = CandidateStore::open(*man);
+  ASSERT_TRUE(store.is_ok()) << store.status().message();
+  CalibOptions co;
+  co.seq_len = 32;
+  co.calib_tokens = 64;
+  co.cache_root = dir / "act";
+  co.quiet = true;
+  auto cache = ActivationCache::open_or_build(gm::testing::stories260k(), co);
+  ASSERT_TRUE(cache.is_ok()) << cache.status().message();
+  auto step = LayerStep::create(gm::testing::stories260k(), 32, 2);
+  ASSERT_TRUE(step.is_ok()) << step.status().message();
+  const int il = 1;
+  std::vector<float> x(size_t(2) * 32 * 64), y(x.size());
+  ASSERT_TRUE((*cache)->read(il, {0, 1}, x.data()).is_ok());
+  ASSERT_TRUE((*cache)->read(il + 1, {0, 1}, y.data()).is_ok());
+  // Candidates of layer 1 and random mixing weights.
+  std::vector<std::vector<float>> bufs;
+  std::array<ModuleMix, 7> base;
+  std::array<std::vector<double>, 7> grads;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(0.1, 1.0);
+  static const char* kinds[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+  bufs.reserve(64);
+  for (int k = 0; k < 7; ++k) {
+    const ModuleEntry* e = man->find("blk.1." + std::string(kinds[k]) + ".weight");
+    ASSERT_NE(e, nullptr);
+    double sum = 0;
+    for (const auto& c : e->candidates) {
+      bufs.emplace_back(size_t(e->n_params));
+      ASSERT_TRUE((*store)->dequantize(*e, c, bufs.back().data(), 2).is_ok());
+      base[size_t(k)].cands.push_back(bufs.back().data());
+      base[size_t(k)].p.push_back(u(rng));
+      sum += base[size_t(k)].p.back();
+    }
+    for (double& p : base[size_t(k)].p) p /= sum;
+    base[size_t(k)].grad = &grads[size_t(k)];
+  }
+  auto mods = base;
+  auto mse0 = (*step)->run(il, mods, x.data(), y.data(), 2, 1.0);
+  ASSERT_TRUE(mse0.is_ok()) << mse0.status().message();
+  // The gradient is not trivially zero, and matches central differences on a few weights
+  // (eps trades float32 rounding of the MSE against the curvature of the layer in p).
+  const double eps = 2e-3;
+  int checked = 0;
+  for (int k : {0, 3, 4, 6}) {
+    for (size_t b = 0; b < base[size_t(k)].p.size(); b += 2) {
+      std::array<std::vector<double>, 7> scratch;
+      auto plus = base, minus = base;
+      for (int j = 0; j < 7; ++j) plus[size_t(j)].grad = minus[size_t(j)].grad = &scratch[size_t(j)];
+      plus[size_t(k)].p[b] += eps;
+      minus[size_t(k)].p[b] -= eps;
+      auto mp = (*step)->run(il, plus, x.data(), y.data(), 2, 1.0);
+      auto mm = (*step)->run(il, minus, x.data(), y.data(), 2, 1.0);
+      ASSERT_TRUE(mp.is_ok() && mm.is_ok());
+      const double fd = (*mp - *mm) / (2 * eps), g = grads[size_t(k)][b];
+      EXPECT_NEAR(g, fd, 3e-3 * std::fabs(fd) + 1e-9) << kinds[k] << " candidate " << b;
+      EXPECT_GT(std::fabs(g), 0.0);
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 6);
+}
+
+TEST(Learn, KillAndRerunEndsIdentical) {
+  TempDir dir;
+  const std::string pool = make_pool(dir);
+  const std::string a = dir / "a.json", b = dir / "b.json";
+  const std::string flags = " --bpw 9.0 --steps 12 --checkpoint-every 4 --layers-per-step 3 --seed 5";
+  auto ra = gm::testing::gamma(learn_args(dir, pool, a) + flags);
+  ASSERT_EQ(ra.exit_code, 0) << ra.output;
+  // SIGKILL in the middle of step 9 (after the first layer): the checkpoint says 8 steps.
+  auto rk = gm::testing::run("GAMMA_TEST_KILL_AT_STEP=9 " + gm::testing::gamma_cli() + " " + learn_args(dir, pool, b) + flags);
+  ASSERT_EQ(rk.exit_code, 128 + 9) << rk.output;
+  ASSERT_FALSE(fs::exists(b));
+  ASSERT_TRUE(fs::exists(b + ".ckpt"));
+  auto ck = read_json(b + ".ckpt", "gamma.learn.checkpoint", 1);
+  ASSERT_TRUE(ck.is_ok());
+  EXPECT_EQ((*ck)["step"].get<int>(), 8);
+  auto rb = gm::testing::gamma(learn_args(dir, pool, b) + flags);
+  ASSERT_EQ(rb.exit_code, 0) << rb.output;
+  EXPECT_NE(rb.output.find("resumed at step 8"), std::string::npos) << rb.output;
+  json ja = load(a), jb = load(b);
+  EXPECT_EQ(ja["modules"], jb["modules"]);  // bit-identical p and logits
+  EXPECT_EQ(ja["final"], jb["final"]);
+  ASSERT_EQ(ja["curve"].size(), jb["curve"].size());
+  for (size_t i = 0; i < ja["curve"].size(); ++i) {
+    ja["curve"][i].erase("seconds");
+    jb["curve"][i].erase("seconds");
+  }
+  EXPECT_EQ(ja["curve"], jb["curve"]);
+  EXPECT_FALSE(fs::exists(b + ".ckpt"));
+
+  // A checkpoint of other settings is not used.
+  auto rk2 = gm::testing::run("GAMMA_TEST_KILL_AT_STEP=5 " + gm::testing::gamma_cli() + " " + learn_args(dir, pool, b) + flags);
+  ASSERT_EQ(rk2.exit_code, 128 + 9);
+  auto rc = gm::testing::gamma(learn_args(dir, pool, b) + " --bpw 9.0 --steps 6 --checkpoint-every 4 --layers-per-step 3 --seed 6");
+  ASSERT_EQ(rc.exit_code, 0) << rc.output;
+  EXPECT_NE(rc.output.find("other settings"), std::string::npos) << rc.output;
+}
+
+TEST(Learn, BadInputsFailWithOneLineAndWriteNothing) {
+  TempDir dir;
+  const std::string pool = make_pool(dir);
+  const std::string out = dir / "out.json";
+  std::ofstream(dir / "junk.gguf") << "junk";
+  const std::string good = learn_args(dir, pool, out);
+  struct Case { std::string args, expect; };
+  const std::vector<Case> cases = {
+      {learn_args(dir, dir / "nopool", out) + " --bpw 9", "manifest.json"},
+      {"learn " + pool + " --teacher " + dir / "junk.gguf" + " -o " + out + " --bpw 9", "junk.gguf"},
+      {good + " --bpw 3.0", "outside what the pool can reach"},
+      {learn_args(dir, pool, out, 100) + " --bpw 9", "calibration sequences"},
+      {good + " --bpw 9 --steps 0", "--steps"},
+      {good + " --bpw 9 --layers-per-step 9", "exceeds"},
+      {good + " --bpw 9 --optimizer rmsprop", "adam or sgd"},
+      {good + " --bpw 9 --calib " + gm::testing::shared_data("text/wiki.test.raw"), "evaluation text"},
+      {learn_args(dir, pool, dir / "no/such/dir/out.json") + " --bpw 9", "does not exist"},
+  };
+  for (const auto& c : cases) {
+    auto r = gm::testing::gamma(c.args);
+    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.args << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_FALSE(fs::exists(out));
+    EXPECT_FALSE(fs::exists(out + ".ckpt"));
+  }
+}

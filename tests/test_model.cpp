@@ -1,0 +1,264 @@
+// The LibTorch decoder layer against libllama (teacher-forced, every layer, and the head),
+// for llama (stories260K) and synthetic qwen2 / qwen3 variants of it that exercise NEOX RoPE,
+// q/k/v biases, QK-norm and a GGUF rope theta; and the teacher activation cache.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "ggml.h"
+#include "gguf.h"
+#include "gguf_model/model.h"
+#include "model/activations.h"
+#include "model/hparams.h"
+#include "model/llama_runner.h"
+#include "model/verify.h"
+#include "tests/testing.h"
+#include "util/files.h"
+
+namespace fs = std::filesystem;
+using namespace gm;
+using gm::testing::TempDir;
+
+namespace {
+
+const bool quiet_logs = (gm::capture_ggml_logs(), true);
+
+std::vector<int32_t> story_tokens(const std::string& gguf, int n) {
+  auto runner = LlamaRunner::open(gguf, 16, 1);
+  EXPECT_TRUE(runner.is_ok()) << runner.status().message();
+  auto text = read_file(gm::testing::shared_data("text/tinystories-valid-prefix.txt"));
+  EXPECT_TRUE(text.is_ok());
+  auto toks = (*runner)->tokenize(text->substr(0, 20000));
+  EXPECT_TRUE(toks.is_ok());
+  std::vector<int32_t> out(toks->begin(), toks->begin() + n);
+  if ((*runner)->bos() >= 0) out[0] = (*runner)->bos();
+  return out;
+}
+
+// Copies a scalar key under a new name.
+void copy_key(gguf_context* dst, const gguf_context* src, int64_t id, const std::string& name) {
+  switch (gguf_get_kv_type(src, id)) {
+    case GGUF_TYPE_UINT32: gguf_set_val_u32(dst, name.c_str(), gguf_get_val_u32(src, id)); break;
+    case GGUF_TYPE_INT32: gguf_set_val_i32(dst, name.c_str(), gguf_get_val_i32(src, id)); break;
+    case GGUF_TYPE_FLOAT32: gguf_set_val_f32(dst, name.c_str(), gguf_get_val_f32(src, id)); break;
+    case GGUF_TYPE_UINT64: gguf_set_val_u64(dst, name.c_str(), gguf_get_val_u64(src, id)); break;
+    default: FAIL() << "unexpected key type for " << name;
+  }
+}
+
+// stories260K rewritten as `arch` (qwen2: random q/k/v biases; qwen3: random QK-norm
+// weights), rope theta 1e6 from the GGUF, so every arch-specific path of the layer is tested
+// against libllama without downloading a real Qwen.
+std::string make_variant(const TempDir& dir, const std::string& arch) {
+  ggml_context* data = nullptr;
+  gguf_init_params ip{/*no_alloc=*/false, &data};
+  gguf_context* src = gguf_init_from_file(gm::testing::stories260k().c_str(), ip);
+  EXPECT_NE(src, nullptr);
+  gguf_context* dst = gguf_init_empty();
+  gguf_set_kv(dst, src);
+  for (int64_t i = 0; i < gguf_get_n_kv(src); ++i) {
+    std::string k = gguf_get_key(src, i);
+    if (k.rfind("llama.", 0) == 0) {
+      copy_key(dst, src, i, arch + k.substr(5));
+      gguf_remove_key(dst, k.c_str());
+    }
+  }
+  gguf_set_val_str(dst, "general.architecture", arch.c_str());
+  gguf_set_val_f32(dst, (arch + ".rope.freq_base").c_str(), 1e6f);
+  const int64_t n_layer = gguf_get_val_u32(dst, gguf_find_key(dst, (arch + ".block_count").c_str()));
+  const int64_t n_embd = gguf_get_val_u32(dst, gguf_find_key(dst, (arch + ".embedding_length").c_str()));
+  const int64_t n_head = gguf_get_val_u32(dst, gguf_find_key(dst, (arch + ".attention.head_count").c_str()));
+  const int64_t n_head_kv = gguf_get_val_u32(dst, gguf_find_key(dst, (arch + ".attention.head_count_kv").c_str()));
+  const int64_t hd = n_embd / n_head;
+  for (int64_t i = 0; i < gguf_get_n_tensors(src); ++i)
+    gguf_add_tensor(dst, ggml_get_tensor(data, gguf_get_tensor_name(src, i)));
+  ggml_init_params gp{size_t(64) << 20, nullptr, false};
+  ggml_context* extra = ggml_init(gp);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  auto add = [&](const std::string& name, int64_t n, float mean, float sd) {
+    ggml_tensor* t = ggml_new_tensor_1d(extra, GGML_TYPE_F32, n);
+    ggml_set_name(t, name.c_str());
+    for (int64_t j = 0; j < n; ++j) static_cast<float*>(t->data)[j] = mean + sd * nd(rng);
+    gguf_add_tensor(dst, t);
+  };
+  for (int64_t il = 0; il < n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    if (arch == "qwen2") {
+      add(p + "attn_q.bias", n_head * hd, 0.0f, 0.3f);
+      add(p + "attn_k.bias", n_head_kv * hd, 0.0f, 0.3f);
+      add(p + "attn_v.bias", n_head_kv * hd, 0.0f, 0.3f);
+    } else {
+      add(p + "attn_q_norm.weight", hd, 1.0f, 0.2f);
+      add(p + "attn_k_norm.weight", hd, 1.0f, 0.2f);
+    }
+  }
+  const std::string path = dir / (arch + ".gguf");
+  EXPECT_TRUE(gguf_write_to_file(dst, path.c_str(), false));
+  gguf_free(dst);
+  gguf_free(src);
+  ggml_free(data);
+  ggml_free(extra);
+  return path;
+}
+
+void expect_match(const std::string& gguf, const std::vector<int32_t>& toks, const std::string& label) {
+  auto r = verify_against_llama(gguf, toks, 2);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  std::printf("[%s] %s\n", label.c_str(), r->to_json().dump().c_str());
+  EXPECT_LT(r->embd_rel_err, 1e-6);
+  for (size_t il = 0; il < r->layer_rel_err.size(); ++il) {
+    EXPECT_LT(r->layer_rel_err[il], 1e-4) << label << " layer " << il;
+    EXPECT_LT(r->layer_max_err[il], 1e-4) << label << " layer " << il;
+  }
+  EXPECT_LT(r->logit_rel_err, 1e-4) << label;
+  EXPECT_LT(r->logit_max_err, 1e-4) << label;
+}
+
+}  // namespace
+
+TEST(Model, HParamsOfStories260K) {
+  auto m = Model::open(gm::testing::stories260k());
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  auto hp = read_hparams(**m);
+  ASSERT_TRUE(hp.is_ok()) << hp.status().message();
+  EXPECT_EQ(hp->arch, "llama");
+  EXPECT_EQ(hp->n_layer, 5);
+  EXPECT_EQ(hp->n_embd, 64);
+  EXPECT_EQ(hp->n_head, 8);
+  EXPECT_EQ(hp->n_head_kv, 4);
+  EXPECT_EQ(hp->head_dim, 8);
+  EXPECT_EQ(hp->n_vocab, 512);
+  EXPECT_TRUE(hp->rope_type == RopeType::kNorm);
+  EXPECT_FALSE(hp->qk_norm);
+  EXPECT_FLOAT_EQ(hp->kq_scale, 1.0f / std::sqrt(8.0f));
+}
+
+TEST(Model, LayerMatchesLibllamaLlama) {
+  const auto toks = story_tokens(gm::testing::stories260k(), 128);
+  expect_match(gm::testing::stories260k(), toks, "llama stories260K");
+}
+
+TEST(Model, LayerMatchesLibllamaQwen2AndQwen3) {
+  TempDir dir;
+  const auto toks = story_tokens(gm::testing::stories260k(), 128);
+  for (const std::string arch : {"qwen2", "qwen3"}) {
+    const std::string path = make_variant(dir, arch);
+    auto m = Model::open(path);
+    ASSERT_TRUE(m.is_ok()) << m.status().message();
+    auto hp = read_hparams(**m);
+    ASSERT_TRUE(hp.is_ok()) << hp.status().message();
+    EXPECT_TRUE(hp->rope_type == RopeType::kNeox);
+    EXPECT_FLOAT_EQ(hp->rope_freq_base, 1e6f);
+    EXPECT_EQ(hp->qk_norm, arch == "qwen3");
+    expect_match(path, toks, arch + " variant");
+  }
+}
+
+TEST(Model, WrongRopeTypeWouldBeCaught) {
+  // The match test is only meaningful if a wrong layer fails it: the qwen2 variant computed
+  // with llama's NORM RoPE must be far off.
+  TempDir dir;
+  const std::string path = make_variant(dir, "qwen2");
+  const auto toks = story_tokens(gm::testing::stories260k(), 64);
+  auto r = verify_against_llama(path, toks, 2, [](HParams& h) { h.rope_type = RopeType::kNorm; });
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_GT(r->layer_rel_err[0], 1e-3);
+}
+
+TEST(Model, BadInputsFailWithOneLine) {
+  TempDir dir;
+  const std::string junk = dir / "junk.gguf";
+  std::ofstream(junk) << "not a gguf at all";
+  auto r = verify_against_llama(junk, {1, 2, 3}, 1);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().message().find('\n'), std::string::npos);
+  auto r2 = verify_against_llama(gm::testing::stories260k(), {1, 99999}, 1);
+  ASSERT_FALSE(r2.is_ok());
+  EXPECT_NE(r2.status().message().find("vocabulary"), std::string::npos) << r2.status().message();
+}
+
+TEST(Model, ActivationCacheMatchesLibllamaAndResumes) {
+  TempDir dir;
+  CalibOptions opt;
+  opt.calib_tokens = 4 * 64;
+  opt.seq_len = 64;
+  opt.n_threads = 2;
+  opt.quiet = true;
+  opt.cache_root = dir / "a";
+  auto c = ActivationCache::open_or_build(gm::testing::stories260k(), opt);
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  const auto& cache = **c;
+  ASSERT_EQ(cache.n_seq(), 4);
+  ASSERT_EQ(cache.n_layer(), 5);
+  // Half the sequences from each default file, each starting with BOS.
+  auto runner = LlamaRunner::open(gm::testing::stories260k(), 64, 2);
+  ASSERT_TRUE(runner.is_ok());
+  EXPECT_EQ(cache.tokens()[0], (*runner)->bos());
+  // Boundary b of sequence 2 equals libllama's hidden state up to F16 rounding.
+  std::vector<int32_t> seq(cache.tokens().begin() + 2 * 64, cache.tokens().begin() + 3 * 64);
+  LlamaRunner::Capture cap;
+  ASSERT_TRUE((*runner)->run(seq, &cap, true, false).is_ok());
+  std::vector<float> got(64 * 64);
+  for (int b = 0; b <= 5; ++b) {
+    ASSERT_TRUE(cache.read(b, {2}, got.data()).is_ok());
+    double num = 0, den = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      num += (got[i] - cap.hidden[size_t(b)][i]) * (got[i] - cap.hidden[size_t(b)][i]);
+      den += cap.hidden[size_t(b)][i] * cap.hidden[size_t(b)][i];
+    }
+    EXPECT_LT(std::sqrt(num / den), 1e-3) << "boundary " << b;
+  }
+  EXPECT_FALSE(cache.read(6, {0}, got.data()).is_ok());
+  EXPECT_FALSE(cache.read(0, {4}, got.data()).is_ok());
+
+  // Reopening reuses it; another seq_len is another key.
+  auto again = ActivationCache::open_or_build(gm::testing::stories260k(), opt);
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ((*again)->dir(), cache.dir());
+  CalibOptions other = opt;
+  other.seq_len = 32;
+  auto c2 = ActivationCache::open_or_build(gm::testing::stories260k(), other);
+  ASSERT_TRUE(c2.is_ok());
+  EXPECT_NE((*c2)->dir(), cache.dir());
+
+  // Resume: a .partial copy claiming 2 finished sequences, with sequence 0 marked: the rerun
+  // keeps sequences 0-1 as they are and computes 2-3.
+  CalibOptions res = opt;
+  res.cache_root = dir / "b";
+  const std::string part = res.cache_root + "/" + cache.key() + ".partial";
+  fs::create_directories(part);
+  const uint64_t seq_bytes = 64 * 64 * 2;
+  for (int b = 0; b <= 5; ++b) {
+    const std::string name = "/h" + std::to_string(b) + ".bin";
+    auto bytes = read_file(cache.dir() + name);
+    ASSERT_TRUE(bytes.is_ok());
+    std::string s = *bytes;
+    std::memset(&s[0], 0, 16);                               // the mark in sequence 0
+    std::memset(&s[2 * seq_bytes], 0x7b, 2 * seq_bytes);     // garbage where 2-3 go
+    ASSERT_TRUE(write_file_atomic(part + name, s).is_ok());
+  }
+  ASSERT_TRUE(write_file_atomic(part + "/done", "2").is_ok());
+  auto c3 = ActivationCache::open_or_build(gm::testing::stories260k(), res);
+  ASSERT_TRUE(c3.is_ok()) << c3.status().message();
+  EXPECT_FALSE(fs::exists(part));
+  for (int b = 0; b <= 5; ++b) {
+    const std::string name = "/h" + std::to_string(b) + ".bin";
+    auto want = read_file(cache.dir() + name);
+    auto have = read_file((*c3)->dir() + name);
+    ASSERT_TRUE(want.is_ok() && have.is_ok());
+    EXPECT_EQ(have->substr(0, 16), std::string(16, '\0')) << "sequence 0 was recomputed";
+    EXPECT_EQ(have->substr(16), want->substr(16)) << "boundary " << b;
+  }
+
+  // Too little text for the sequences asked for: one-line error, nothing published.
+  CalibOptions small = opt;
+  small.cache_root = dir / "c";
+  small.text_files = {dir / "tiny.txt"};
+  ASSERT_TRUE(write_file_atomic(small.text_files[0], "Once upon a time.\n").is_ok());
+  auto bad = ActivationCache::open_or_build(gm::testing::stories260k(), small);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("too short"), std::string::npos) << bad.status().message();
+}
