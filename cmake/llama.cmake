@@ -22,3 +22,6 @@ add_subdirectory("${GAMMA_LLAMA_DIR}" "${CMAKE_BINARY_DIR}/llama.cpp" EXCLUDE_FR
 # External judges of what gamma writes (tests call them by path).
 set(GAMMA_LLAMA_TOOLS llama-perplexity llama-quantize llama-imatrix llama-bench llama-completion)
 add_custom_target(llama_tools ALL DEPENDS ${GAMMA_LLAMA_TOOLS})
+foreach(tool ${GAMMA_LLAMA_TOOLS})
+  target_sources(${tool} PRIVATE ${CMAKE_CURRENT_LIST_DIR}/llama_log_flush.cpp)
+endforeach()

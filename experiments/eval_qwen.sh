@@ -23,15 +23,18 @@ grep -q "Mean    KLD" lp-q3k-kld.log 2>/dev/null || $B/llama-perplexity -m q3k.g
   --kl-divergence -c 512 --chunks $KCHUNKS -t $T > lp-q3k-kld.log 2>&1
 
 # Zero-shot multiple choice on the source.
-[ -f eval-mc.json ] || $G eval "$src" --tasks arc_easy,piqa --limit $LIMIT -t $T -q -o eval-mc.json
+[ -f eval-mc-$LIMIT.json ] || $G eval "$src" --tasks arc_easy,piqa --limit $LIMIT -t $T -q -o eval-mc-$LIMIT.json
 
-python3 - "$out/eval_qwen.json" <<'PY'
+# Speed vs llama-perplexity on the same model, chunks and threads (best of 2 alternating runs).
+[ -f bench-eval.json ] || $root/build/bench/bench_eval --model "$src" --text $wiki --ctx 512 --chunks 3 --threads $T --reps 2 > bench-eval.json
+
+python3 - "$out/eval_qwen.json" "$LIMIT" <<'PY'
 import json, re, sys
 def grab(pat, s):
     m = re.search(pat, s); return float(m[1]) if m else None
 lp_src = open("source.gguf.ppl.log").read() if __import__("os").path.exists("source.gguf.ppl.log") else ""
 lp_kld = open("lp-q3k-kld.log").read()
-es, eq, mc = (json.load(open(f)) for f in ("eval-source.json", "eval-q3k.json", "eval-mc.json"))
+es, eq, mc = (json.load(open(f)) for f in ("eval-source.json", "eval-q3k.json", f"eval-mc-{sys.argv[2]}.json"))
 r = {"model": "Qwen2.5-Coder-1.5B-Instruct Q4_K_M; teacher = its F32 dequantization",
      "ppl_source_wiki_c512_chunks40": {"gamma": [es["perplexity"]["ppl"], es["perplexity"]["ppl_stderr"]],
                                         "llama_perplexity": [grab(r"PPL = ([0-9.]+)", lp_src), grab(r"\+/- ([0-9.]+)", lp_src)],
@@ -42,7 +45,9 @@ r = {"model": "Qwen2.5-Coder-1.5B-Instruct Q4_K_M; teacher = its F32 dequantizat
         "llama_perplexity": {"mean": grab(r"Mean    KLD:\s+([0-9.]+)", lp_kld), "median": grab(r"Median  KLD:\s+([0-9.]+)", lp_kld),
                              "p99": grab(r"99.0%   KLD:\s+([0-9.]+)", lp_kld), "top1_pct": grab(r"Same top p:\s+([0-9.]+)", lp_kld)}},
      "tasks": {k: {x: v[x] for x in ("n", "acc", "acc_stderr", "acc_norm", "acc_norm_stderr", "seconds") if x in v}
-               for k, v in mc["tasks"].items()}}
+               for k, v in mc["tasks"].items()},
+     "tasks_wall_seconds": mc["seconds"],
+     "speed_vs_llama_perplexity": json.load(open("bench-eval.json"))}
 json.dump(r, open(sys.argv[1], "w"), indent=1)
 print(json.dumps(r, indent=1))
 PY

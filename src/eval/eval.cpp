@@ -167,7 +167,7 @@ Result<json> run_eval(const EvalRequest& req) {
     GAMMA_RETURN_IF_ERROR(check_same_vocab(*model, *teacher_vocab));
   }
 
-  GAMMA_ASSIGN_OR_RETURN(std::string model_sha, sha256_file(req.model));
+  GAMMA_ASSIGN_OR_RETURN(std::string model_sha, sha256_file_cached(req.model));
   GAMMA_ASSIGN_OR_RETURN(uint64_t model_bytes, file_size(req.model));
 
   json out = json_header("gamma.eval", 1);
@@ -223,7 +223,7 @@ Result<json> run_eval(const EvalRequest& req) {
     std::unique_ptr<LogprobReader> cached;
     bool write_base = false;
     if (!reader && !req.teacher.empty()) {
-      GAMMA_ASSIGN_OR_RETURN(std::string teacher_sha, sha256_file(req.teacher));
+      GAMMA_ASSIGN_OR_RETURN(std::string teacher_sha, sha256_file_cached(req.teacher));
       const uint64_t need = logprob_file_bytes(opt.n_ctx, model->n_vocab(), n_chunks);
       if (!req.kld_base.empty()) {
         base_path = req.kld_base;
@@ -259,7 +259,7 @@ Result<json> run_eval(const EvalRequest& req) {
       GAMMA_ASSIGN_OR_RETURN(uint64_t teacher_bytes, file_size(req.teacher));
       out["teacher"] = {{"path", req.teacher}, {"sha256", teacher_sha}, {"file_bytes", teacher_bytes}};
     } else if (!req.teacher.empty()) {
-      GAMMA_ASSIGN_OR_RETURN(std::string teacher_sha, sha256_file(req.teacher));
+      GAMMA_ASSIGN_OR_RETURN(std::string teacher_sha, sha256_file_cached(req.teacher));
       GAMMA_ASSIGN_OR_RETURN(uint64_t teacher_bytes, file_size(req.teacher));
       out["teacher"] = {{"path", req.teacher}, {"sha256", teacher_sha}, {"file_bytes", teacher_bytes}};
     }

@@ -47,38 +47,10 @@ Status pread_all(int fd, void* data, size_t n, uint64_t off, const std::string& 
   return Status::ok();
 }
 
-std::string exe_dir() {
-  std::error_code ec;
-  auto p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? "" : p.parent_path().string();
-}
-
 }  // namespace
 
-Status write_file_atomic_nosync(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return Status::errorf("cannot write {}: {}", tmp, std::strerror(errno));
-  const bool ok = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
-  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Status::errorf("cannot write {}: {}", path, std::strerror(errno));
-  }
-  return Status::ok();
-}
-
 std::vector<std::string> default_calibration_files() {
-  std::vector<std::string> roots;
-  if (const char* e = std::getenv("GAMMA_SHARED_DATA"); e && *e) roots.push_back(e);
-  roots.push_back("../shared/data");
-  const std::string exe = exe_dir();  // build/bin/gamma inside the working tree
-  if (!exe.empty()) {
-    roots.push_back(exe + "/../../../shared/data");
-    roots.push_back(exe + "/../../shared/data");
-  }
-  std::string root = roots.front();
-  for (const auto& r : roots)
-    if (fs::exists(r + "/text/war-and-peace.txt")) { root = r; break; }
+  const std::string root = shared_data_dir();
   return {fs::weakly_canonical(root + "/text/war-and-peace.txt").string(),
           fs::weakly_canonical(root + "/text/wiki.valid.tokens").string()};
 }

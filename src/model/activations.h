@@ -64,11 +64,6 @@ class ActivationCache {
 // first token of each sequence is BOS when the vocabulary wants one (as llama-perplexity).
 class LlamaRunner;
 
-// Temp + rename without fsync, for state rewritten often (cache progress, Stage I
-// checkpoints): a killed process never leaves a partial file, and it costs nothing (fsync
-// took seconds per call on a busy disk here). After a power loss the file may be missing or
-// empty; readers then ignore it and start over. (Belongs in util/files.h.)
-Status write_file_atomic_nosync(const std::string& path, const std::string& contents);
 Result<std::vector<std::vector<int32_t>>> calibration_sequences(LlamaRunner& runner, const CalibOptions& opt);
 
 }  // namespace gm

@@ -22,16 +22,22 @@ struct BadField : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// j[k0][k1]... as a number; nullopt when any key is missing or the value is null.
-std::optional<double> num_at(const json& j, std::initializer_list<const char*> keys) {
+// j[k0][k1]...; nullptr when any key is missing or the value is null. `where` names the path.
+const json* walk(const json& j, std::initializer_list<const char*> keys, std::string& where) {
   const json* cur = &j;
-  std::string where;
   for (const char* k : keys) {
     where += std::string(where.empty() ? "" : ".") + k;
-    if (!cur->is_object() || !cur->contains(k)) return std::nullopt;
+    if (!cur->is_object() || !cur->contains(k)) return nullptr;
     cur = &(*cur)[k];
   }
-  if (cur->is_null()) return std::nullopt;
+  return cur->is_null() ? nullptr : cur;
+}
+
+// j[k0][k1]... as a number; nullopt when any key is missing or the value is null.
+std::optional<double> num_at(const json& j, std::initializer_list<const char*> keys) {
+  std::string where;
+  const json* cur = walk(j, keys, where);
+  if (!cur) return std::nullopt;
   if (!cur->is_number()) throw BadField(fmt::format("field '{}' is not a number", where));
   const double v = cur->get<double>();
   if (!std::isfinite(v)) throw BadField(fmt::format("field '{}' is not finite", where));
@@ -39,14 +45,9 @@ std::optional<double> num_at(const json& j, std::initializer_list<const char*> k
 }
 
 std::optional<std::string> str_at(const json& j, std::initializer_list<const char*> keys) {
-  const json* cur = &j;
   std::string where;
-  for (const char* k : keys) {
-    where += std::string(where.empty() ? "" : ".") + k;
-    if (!cur->is_object() || !cur->contains(k)) return std::nullopt;
-    cur = &(*cur)[k];
-  }
-  if (cur->is_null()) return std::nullopt;
+  const json* cur = walk(j, keys, where);
+  if (!cur) return std::nullopt;
   if (!cur->is_string()) throw BadField(fmt::format("field '{}' is not a string", where));
   return cur->get<std::string>();
 }

@@ -8,11 +8,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <vector>
 
+#include <fmt/format.h>
 #include <openssl/evp.h>
 
 namespace fs = std::filesystem;
@@ -62,6 +65,18 @@ Status write_file_atomic(const std::string& path, const std::string& contents) {
   });
 }
 
+Status write_file_atomic_nosync(const std::string& path, const std::string& contents) {
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return Status::errorf("cannot write {}: {}", tmp, std::strerror(errno));
+  const bool ok = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
+  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Status::errorf("cannot write {}: {}", path, std::strerror(errno));
+  }
+  return Status::ok();
+}
+
 Result<std::string> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::errorf("cannot read {}: {}", path, std::strerror(errno));
@@ -101,6 +116,45 @@ Result<std::string> sha256_file(const std::string& path) {
   EVP_MD_CTX_free(ctx);
   if (err) return Status::errorf("cannot read {}", path);
   return to_hex(md, len);
+}
+
+Result<std::string> sha256_file_cached(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Status::errorf("cannot read {}: {}", path, std::strerror(errno));
+  std::error_code ec;
+  const std::string abs = fs::absolute(path, ec).lexically_normal().string();
+  const std::string key = fmt::format("{}\n{}\n{}\n{}\n{}.{:09d}", abs, (unsigned long long)st.st_dev,
+                                      (unsigned long long)st.st_ino, (long long)st.st_size,
+                                      (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+  const std::string entry = cache_dir() + "/hashes/" + sha256_hex(key.data(), key.size());
+  if (auto cached = read_file(entry); cached.is_ok() && cached.value().size() == 64) return cached.value();
+  GAMMA_ASSIGN_OR_RETURN(std::string sha, sha256_file(path));
+  // A file modified in the last seconds may be rewritten within one mtime tick ("racy git"):
+  // remember only settled files.
+  if (std::time(nullptr) - st.st_mtim.tv_sec < 3) return sha;
+  fs::create_directories(cache_dir() + "/hashes", ec);
+  (void)write_file_atomic(entry, sha);  // a cache that cannot be written only costs time
+  return sha;
+}
+
+std::string exe_dir() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? "" : p.parent_path().string();
+}
+
+std::string shared_data_dir() {
+  std::vector<std::string> roots;
+  if (const char* e = std::getenv("GAMMA_SHARED_DATA"); e && *e) return e;
+  roots.push_back("../shared/data");
+  if (const std::string exe = exe_dir(); !exe.empty()) {  // build/<stage>/gamma in the tree
+    roots.push_back(exe + "/../../../shared/data");
+    roots.push_back(exe + "/../../shared/data");
+  }
+  std::error_code ec;
+  for (const auto& r : roots)
+    if (fs::is_directory(r + "/text", ec)) return fs::weakly_canonical(r, ec).string();
+  return roots.front();
 }
 
 Result<uint64_t> file_size(const std::string& path) {

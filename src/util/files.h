@@ -16,16 +16,33 @@ Status write_atomic(const std::string& path,
 // Convenience: atomically write a string (e.g. JSON) to `path`.
 Status write_file_atomic(const std::string& path, const std::string& contents);
 
+// Temp + rename without fsync, for state rewritten often (cache progress, Stage I
+// checkpoints): a killed process never leaves a partial file, and it costs nothing (fsync
+// took seconds per call on a busy disk here). After a power loss the file may be missing or
+// empty; readers then ignore it and start over.
+Status write_file_atomic_nosync(const std::string& path, const std::string& contents);
+
 Result<std::string> read_file(const std::string& path);
 
 // Hex SHA-256 of a whole file (OpenSSL), streamed.
 Result<std::string> sha256_file(const std::string& path);
 std::string sha256_hex(const void* data, size_t n);
+// sha256_file, remembered under cache_dir()/hashes keyed by the file's absolute path, device,
+// inode, size and mtime (nanoseconds), as git's index and ccache trust them: a sweep that
+// evaluates dozens of models against one 7 GB teacher hashes it once, not per run. Any change
+// to the file changes the key. Downloads are still verified with sha256_file.
+Result<std::string> sha256_file_cached(const std::string& path);
 
 Result<uint64_t> file_size(const std::string& path);
 
 // $GAMMA_CACHE, else $XDG_CACHE_HOME/gamma, else ~/.cache/gamma (created on demand).
 std::string cache_dir();
+
+// The directory of the running executable ("" if unknown).
+std::string exe_dir();
+// The shared data folder (text/, tasks/, models/): $GAMMA_SHARED_DATA, else ../shared/data
+// from the working directory, else next to the source tree the executable was built in.
+std::string shared_data_dir();
 
 // Fails with a clear message when the directory of `path` cannot take a new file.
 Status check_writable_dir(const std::string& path);

@@ -1,0 +1,297 @@
+#include "run/run.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "fetch/fetch.h"
+#include "gguf_model/model.h"
+#include "util/files.h"
+#include "util/json.h"
+
+namespace fs = std::filesystem;
+
+namespace gm {
+
+const std::vector<StandardMix>& standard_mixes() {
+  // llama-quantize's table: " 2.96G, +3.5199 ppl @ Llama-3-8B" etc.; bpw = G * 2^30 * 8 / 8.03e9.
+  static const std::vector<StandardMix> mixes = [] {
+    const std::vector<std::pair<const char*, double>> gib = {
+        {"Q2_K", 2.96},   {"Q3_K_S", 3.41}, {"Q3_K_M", 3.74}, {"Q3_K_L", 4.03}, {"Q4_0", 4.34},
+        {"Q4_K_S", 4.37}, {"Q4_K_M", 4.58}, {"Q4_1", 4.78},   {"Q5_0", 5.21},   {"Q5_K_S", 5.21},
+        {"Q5_K_M", 5.33}, {"Q5_1", 5.65},   {"Q6_K", 6.14},   {"Q8_0", 7.96}};
+    std::vector<StandardMix> m;
+    for (const auto& [n, g] : gib) m.push_back({n, g * 1073741824.0 * 8 / 8.03e9});
+    return m;
+  }();
+  return mixes;
+}
+
+int nearest_mix(double file_bpw) {
+  const auto& m = standard_mixes();
+  int best = 0;
+  for (int i = 1; i < int(m.size()); ++i)
+    if (std::fabs(m[i].nominal_bpw - file_bpw) < std::fabs(m[best].nominal_bpw - file_bpw)) best = i;
+  return best;
+}
+
+int next_mix_to_try(double file_bpw, const std::vector<double>& made) {
+  int best = -1;
+  for (int i = 0; i < int(made.size()); ++i)
+    if (made[i] >= 0 && (best < 0 || std::fabs(made[i] - file_bpw) < std::fabs(made[best] - file_bpw))) best = i;
+  if (best < 0) return nearest_mix(file_bpw);
+  // Mixes are ordered by nominal size; the real sizes on this model keep that order closely
+  // enough that the better match can only be the neighbour on the target's side.
+  const int next = made[best] < file_bpw ? best + 1 : best - 1;
+  if (next < 0 || next >= int(made.size()) || made[next] >= 0) return -1;
+  return next;
+}
+
+Result<std::vector<std::string>> default_types(const std::string& model_path) {
+  GAMMA_ASSIGN_OR_RETURN(auto model, Model::open(model_path));
+  bool k256 = true;
+  for (const auto& m : model->linear()) k256 = k256 && model->tensors()[m.tensor].row_width() % 256 == 0;
+  if (k256) return std::vector<std::string>{"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"};
+  return std::vector<std::string>{"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"};
+}
+
+namespace {
+
+// Runs argv[0] with inherited stdout/stderr and waits; a non-zero exit fails the run with the
+// step's name (the child has already printed its own one-line error).
+Status run_step(const std::string& step, const std::vector<std::string>& argv) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return Status::errorf("{}: cannot start {}: {}", step, argv[0], std::strerror(errno));
+  if (pid == 0) {
+    ::execv(args[0], args.data());
+    std::fprintf(stderr, "gamma: error: cannot run %s: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return Status::errorf("{}: waitpid: {}", step, std::strerror(errno));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::ok();
+  if (WIFSIGNALED(status)) return Status::errorf("{} failed: {} killed by signal {}", step, argv[0], WTERMSIG(status));
+  return Status::errorf("{} failed ({} exited with {})", step, argv[0], WEXITSTATUS(status));
+}
+
+// Like run_step, for a llama.cpp tool whose chatter goes to LOG (shown only on failure).
+Status run_tool(const std::string& step, const std::vector<std::string>& argv, const std::string& log) {
+  std::string cmd;
+  for (const auto& a : argv) cmd += "'" + a + "' ";  // paths are ours: no single quotes
+  cmd += "> '" + log + "' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  if (rc == 0) return Status::ok();
+  return Status::errorf("{} failed ({} exited with {}; its log: {})", step, argv[0],
+                        WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, log);
+}
+
+bool exists(const std::string& p) {
+  std::error_code ec;
+  return fs::exists(p, ec);
+}
+
+// True when `target` exists and is at least as new as `source`.
+bool newer(const std::string& target, const std::string& source) {
+  std::error_code e1, e2;
+  const auto t = fs::last_write_time(target, e1), s = fs::last_write_time(source, e2);
+  return !e1 && !e2 && t >= s;
+}
+
+std::string bpw_tag(double bpw) { return fmt::format("{:.3g}", bpw); }
+
+struct FileStats {
+  uint64_t bytes = 0;
+  double bpw = 0;  // whole file, bits per model weight
+};
+
+Result<FileStats> file_stats(const std::string& path) {
+  GAMMA_ASSIGN_OR_RETURN(auto m, Model::open(path));
+  double n = 0;
+  for (const auto& t : m->tensors()) n += double(t.n_elements());
+  return FileStats{m->file_size(), n > 0 ? 8.0 * double(m->file_size()) / n : 0};
+}
+
+}  // namespace
+
+Status run_pipeline(const RunOptions& o) {
+  int compare_idx = -1;  // checked before any work
+  if (o.compare != "auto" && o.compare != "none") {
+    for (int i = 0; i < int(standard_mixes().size()); ++i)
+      if (o.compare == standard_mixes()[i].name) compare_idx = i;
+    if (compare_idx < 0) return Status::errorf("--compare {}: not a llama.cpp standard mix (Q2_K, Q3_K_S, ..., Q8_0)", o.compare);
+  }
+  const std::string G = o.gamma_exe;
+  const std::string data = o.data_dir.empty() ? shared_data_dir() : o.data_dir;
+  const std::string T = std::to_string(o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency()));
+  const std::string W = o.work;
+  std::error_code ec;
+  fs::create_directories(W, ec);
+  if (ec) return Status::errorf("cannot create work directory {}: {}", W, ec.message());
+  if (::access(W.c_str(), W_OK) != 0) return Status::errorf("cannot write to work directory {}", W);
+  const std::string eval_text = o.eval_text.empty() ? data + "/text/wiki.test.raw" : o.eval_text;
+  const std::string calib = data + "/text/war-and-peace.txt";
+  for (const auto& f : {eval_text, calib})
+    if (::access(f.c_str(), R_OK) != 0) return Status::errorf("cannot read {}: {}", f, std::strerror(errno));
+  auto say = [](const std::string& s) { std::printf("== %s\n", s.c_str()); std::fflush(stdout); };
+
+  // 1. The model.
+  std::string model = o.model;
+  if (!exists(model) || fs::is_directory(model)) {
+    say("fetch " + o.model);
+    GAMMA_ASSIGN_OR_RETURN(model, fetch_model(o.model));
+  }
+  GAMMA_ASSIGN_OR_RETURN(auto types, o.types.empty() ? default_types(model) : Result<std::vector<std::string>>(o.types));
+  std::string types_csv;
+  for (const auto& t : types) types_csv += (types_csv.empty() ? "" : ",") + t;
+
+  // 2. The teacher: the model dequantized to F32 (when the source is quantized, the best
+  //    reference there is; reported as such).
+  const std::string teacher = W + "/teacher-f32.gguf";
+  if (!exists(teacher)) {
+    say("dequantize -> " + teacher);
+    GAMMA_RETURN_IF_ERROR(run_step("dequantize", {G, "dequantize", model, "--type", "f32", "-o", teacher}));
+  }
+
+  // 3. Importance matrix, shared by gamma's pool and llama-quantize's mix.
+  std::string imatrix;
+  if (o.imatrix == "auto") {
+    imatrix = W + "/imatrix.gguf";
+    if (!exists(imatrix)) {
+      say(fmt::format("llama-imatrix ({} chunks of {} tokens of {}) -> {}", o.imatrix_chunks, o.eval_ctx,
+                      fs::path(calib).filename().string(), imatrix));
+      const std::string tmp = W + "/imatrix.partial.gguf";
+      GAMMA_RETURN_IF_ERROR(run_tool("imatrix",
+          {o.llama_bin + "/llama-imatrix", "-m", model, "-f", calib, "-c", std::to_string(o.eval_ctx), "--chunks",
+           std::to_string(o.imatrix_chunks), "-t", T, "-o", tmp}, W + "/imatrix.log"));
+      if (std::rename(tmp.c_str(), imatrix.c_str()) != 0) return Status::errorf("cannot write {}", imatrix);
+    }
+  } else if (o.imatrix != "none") {
+    imatrix = o.imatrix;
+    if (::access(imatrix.c_str(), R_OK) != 0) return Status::errorf("cannot read {}: {}", imatrix, std::strerror(errno));
+  }
+
+  // 4. Pool (resumes by itself).
+  const std::string pool = W + "/pool";
+  say("pool " + types_csv + " -> " + pool);
+  std::vector<std::string> pool_cmd = {G, "pool", model, "--types", types_csv, "-o", pool, "-t", T};
+  if (!imatrix.empty()) pool_cmd.insert(pool_cmd.end(), {"--imatrix", imatrix});
+  GAMMA_RETURN_IF_ERROR(run_step("pool", pool_cmd));
+
+  // 5. Stage I at the target (or scores given), 6. Stage II, 7. emit.
+  const std::string tag = bpw_tag(o.bpw);
+  std::string scores = o.scores;
+  if (scores.empty()) {
+    scores = W + "/scores-" + tag + ".json";
+    if (!exists(scores)) {
+      say("learn -> " + scores);
+      GAMMA_RETURN_IF_ERROR(run_step("learn",
+          {G, "learn", pool, "--teacher", teacher, "--bpw", tag, "--steps", std::to_string(o.steps),
+           "--layers-per-step", std::to_string(o.layers_per_step), "--calib-tokens", std::to_string(o.calib_tokens),
+           "-t", T, "-o", scores}));
+    }
+  }
+  const std::string plan = W + "/plan-" + tag + ".json", out = W + "/gamma-" + tag + ".gguf";
+  if (!newer(plan, scores) || !newer(out, plan)) {  // as make would (a plan records its solve time)
+    say("solve + emit -> " + out);
+    GAMMA_RETURN_IF_ERROR(run_step("solve", {G, "solve", "--scores", scores, "--pool", pool, "--bpw", tag, "-o", plan}));
+    GAMMA_RETURN_IF_ERROR(run_step("emit", {G, "emit", pool, plan, "-o", out}));
+  }
+  GAMMA_ASSIGN_OR_RETURN(FileStats mine, file_stats(out));
+
+  // 8. The llama.cpp standard mix nearest in size, from the same teacher and imatrix.
+  struct Row {
+    std::string label, path;
+    FileStats st;
+  };
+  std::vector<Row> rows = {{"gamma " + tag + " bpw", out, mine}};
+  if (o.compare != "none") {
+    const auto& mixes = standard_mixes();
+    std::vector<double> made(mixes.size(), -1.0);
+    auto make = [&](int i) -> Status {
+      const std::string path = W + "/llama-" + mixes[i].name + ".gguf";
+      if (!exists(path)) {
+        say(std::string("llama-quantize ") + mixes[i].name + " -> " + path);
+        const std::string tmp = W + "/llama-" + mixes[i].name + ".partial.gguf";
+        std::vector<std::string> cmd = {o.llama_bin + "/llama-quantize"};
+        if (!imatrix.empty()) cmd.insert(cmd.end(), {"--imatrix", imatrix});
+        cmd.insert(cmd.end(), {teacher, tmp, mixes[i].name, T});
+        GAMMA_RETURN_IF_ERROR(run_tool("llama-quantize", cmd, W + "/llama-" + mixes[i].name + ".log"));
+        if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::errorf("cannot write {}", path);
+      }
+      GAMMA_ASSIGN_OR_RETURN(FileStats st, file_stats(path));
+      made[i] = st.bpw;
+      return Status::ok();
+    };
+    if (o.compare == "auto") {
+      for (int tries = 0, i = nearest_mix(mine.bpw); i >= 0 && tries < 3; ++tries, i = next_mix_to_try(mine.bpw, made))
+        GAMMA_RETURN_IF_ERROR(make(i));
+      int best = -1;
+      for (int i = 0; i < int(made.size()); ++i)
+        if (made[i] >= 0 && (best < 0 || std::fabs(made[i] - mine.bpw) < std::fabs(made[best] - mine.bpw))) best = i;
+      const std::string p = W + "/llama-" + mixes[best].name + ".gguf";
+      rows.push_back({std::string("llama.cpp ") + mixes[best].name, p, file_stats(p).value()});
+    } else {
+      GAMMA_RETURN_IF_ERROR(make(compare_idx));
+      const int idx = compare_idx;
+      const std::string p = W + "/llama-" + mixes[idx].name + ".gguf";
+      rows.push_back({std::string("llama.cpp ") + mixes[idx].name, p, file_stats(p).value()});
+    }
+  }
+
+  // 9. Both against the teacher on the same chunks; the teacher's log-probs computed once.
+  const std::string base = W + fmt::format("/teacher-logits-c{}-n{}.kld", o.eval_ctx, o.eval_chunks);
+  json summary = json_header("gamma.run", 1);
+  summary["model"] = model;
+  summary["teacher"] = teacher;
+  summary["bpw_target"] = o.bpw;
+  summary["imatrix"] = imatrix;
+  summary["eval"] = {{"text", eval_text}, {"ctx", o.eval_ctx}, {"chunks", o.eval_chunks}};
+  summary["rows"] = json::array();
+  for (auto& r : rows) {
+    const std::string ej = r.path.substr(0, r.path.size() - 5) + fmt::format(".eval-c{}-n{}.json", o.eval_ctx, o.eval_chunks);
+    // An evaluation is reused only for the very file it measured (a re-solved plan may differ).
+    GAMMA_ASSIGN_OR_RETURN(std::string sha, sha256_file_cached(r.path));
+    bool fresh = false;
+    if (auto prev = read_json(ej, "gamma.eval", 1); prev.is_ok())
+      fresh = prev.value()["model"].value("sha256", "") == sha && prev.value().contains("kld");
+    if (!fresh) {
+      say("eval " + fs::path(r.path).filename().string() + " vs teacher");
+      GAMMA_RETURN_IF_ERROR(run_step("eval",
+          {G, "eval", r.path, "--teacher", teacher, "--kld-base", base, "--text", eval_text, "--ctx",
+           std::to_string(o.eval_ctx), "--chunks", std::to_string(o.eval_chunks), "-t", T, "-q", "-o", ej}));
+    }
+    GAMMA_ASSIGN_OR_RETURN(json e, read_json(ej, "gamma.eval", 1));
+    summary["rows"].push_back({{"label", r.label}, {"path", r.path}, {"file_bytes", r.st.bytes}, {"bpw_file", r.st.bpw},
+                               {"kld_mean", e["kld"]["mean"]}, {"kld_stderr", e["kld"]["stderr"]},
+                               {"top1", e["kld"]["top1"]}, {"ppl", e["perplexity"]["ppl"]},
+                               {"ppl_stderr", e["perplexity"]["ppl_stderr"]}, {"eval", ej}});
+  }
+  GAMMA_RETURN_IF_ERROR(write_json(W + "/run.json", summary));
+
+  std::printf("\n%s vs its F32 dequantization (teacher), %s, %d chunks of %d:\n",
+              fs::path(model).filename().c_str(), fs::path(eval_text).filename().c_str(), o.eval_chunks, o.eval_ctx);
+  std::printf("  %-22s %14s %9s %20s %8s %9s\n", "model", "file bytes", "bpw", "KLD vs teacher", "top-1", "PPL");
+  for (const auto& r : summary["rows"])
+    std::printf("  %-22s %14llu %9.4f %11.6f ± %.6f %7.2f%% %9.4f\n", r["label"].get<std::string>().c_str(),
+                (unsigned long long)r["file_bytes"].get<uint64_t>(), r["bpw_file"].get<double>(),
+                r["kld_mean"].get<double>(), r["kld_stderr"].get<double>(), 100 * r["top1"].get<double>(),
+                r["ppl"].get<double>());
+  std::printf("summary: %s\n", (W + "/run.json").c_str());
+  return Status::ok();
+}
+
+}  // namespace gm
