@@ -14,25 +14,36 @@
 namespace gm::cli {
 namespace {
 
-void add_learn(CLI::App& app) {
-  auto* c = app.add_subcommand("learn", "Stage I: learn per-module candidate scores (GAMMA; resumable)");
-  c->prefix_command();  // everything after `learn` goes to gamma-learn untouched
+// Replaces this process by gamma-learn with `args` (argv[0] first).
+[[noreturn]] void exec_gamma_learn(std::vector<std::string> args) {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::string exe = (self.parent_path() / "gamma-learn").string();
+  if (ec || ::access(exe.c_str(), X_OK) != 0)
+    throw Failure("gamma-learn not found next to gamma (" + exe + "); build the gamma-learn target");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  ::execv(exe.c_str(), argv.data());
+  throw Failure("cannot run " + exe + ": " + std::strerror(errno));
+}
+
+void add_passthrough(CLI::App& app, const char* name, const char* help, std::vector<std::string> lead) {
+  auto* c = app.add_subcommand(name, help);
+  c->prefix_command();  // everything after the name goes to gamma-learn untouched
   c->set_help_flag();
-  c->callback([c] {
-    std::error_code ec;
-    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    const std::string exe = (self.parent_path() / "gamma-learn").string();
-    if (ec || ::access(exe.c_str(), X_OK) != 0)
-      throw Failure("gamma-learn not found next to gamma (" + exe + "); build the gamma-learn target");
-    std::vector<std::string> args = {"gamma learn"};
+  c->callback([c, lead] {
+    std::vector<std::string> args = lead;
     for (const auto& a : c->remaining()) args.push_back(a);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::fflush(stdout);
-    ::execv(exe.c_str(), argv.data());
-    throw Failure("cannot run " + exe + ": " + std::strerror(errno));
+    exec_gamma_learn(args);
   });
+}
+
+void add_learn(CLI::App& app) {
+  add_passthrough(app, "learn", "Stage I: learn per-module candidate scores (GAMMA; resumable)", {"gamma learn"});
+  add_passthrough(app, "hawq", "HAWQ-V2 baseline scores: Hessian trace (Hutchinson) x squared perturbation",
+                  {"gamma hawq", "hawq"});
 }
 
 }  // namespace

@@ -1,0 +1,160 @@
+#include "learn/hawq.h"
+
+#include <torch/csrc/autograd/autograd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "gguf_model/model.h"
+#include "learn/candidates.h"
+#include "model/layer.h"
+#include "pool/manifest.h"
+#include "util/files.h"
+#include "util/progress.h"
+
+namespace gm {
+
+Result<json> hawq_scores(const HawqOptions& opt_in) {
+  HawqOptions opt = opt_in;
+  if (opt.samples < 1 || opt.batch < 1) return Status::error("--samples and --batch must be positive");
+  if (opt.n_threads <= 0) opt.n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (opt.calib.text_files.empty()) opt.calib.text_files = default_calibration_files();
+  opt.calib.n_threads = opt.n_threads;
+  opt.calib.quiet = opt.quiet;
+  GAMMA_RETURN_IF_ERROR(check_writable_dir(opt.out_path));
+  const auto t0 = std::chrono::steady_clock::now();
+
+  GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(opt.pool_dir));
+  GAMMA_ASSIGN_OR_RETURN(std::string pool_sha, sha256_file(opt.pool_dir + "/manifest.json"));
+  GAMMA_ASSIGN_OR_RETURN(auto model, TorchModel::open(opt.teacher_path));
+  const Model& teacher = model->model();
+  if (teacher.arch() != man.arch || teacher.n_layer() != man.n_layer)
+    return Status::errorf("teacher {} is {} with {} layers but the pool is of {} with {} layers", opt.teacher_path,
+                          teacher.arch(), teacher.n_layer(), man.arch, man.n_layer);
+  for (const auto& e : man.modules)
+    if (teacher.find(e.name) < 0) return Status::errorf("teacher {} has no tensor {} (a teacher of another model?)", opt.teacher_path, e.name);
+  GAMMA_ASSIGN_OR_RETURN(auto store, CandidateStore::open(man));
+  GAMMA_ASSIGN_OR_RETURN(auto cache, ActivationCache::open_or_build(opt.teacher_path, opt.calib));
+  if (opt.batch > cache->n_seq())
+    return Status::errorf("--batch {} exceeds the {} calibration sequences (raise --calib-tokens)", opt.batch, cache->n_seq());
+  set_compute_threads(opt.n_threads);
+  const HParams& hp = model->hparams();
+  const int L = man.n_layer, T = cache->seq_len(), B = opt.batch;
+  const Positional pos = make_positional(hp, T, model->rope_freqs());
+  std::vector<int> seqs;
+  for (int b = 0; b < B; ++b) seqs.push_back(b);
+  std::vector<float> x(size_t(B) * size_t(T) * size_t(hp.n_embd)), y(x.size()), cand;
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  at::manual_seed(opt.seed);
+
+  json modules = json::object();
+  std::unique_ptr<Progress> bar;
+  if (!opt.quiet) bar = std::make_unique<Progress>("hawq", L);
+  for (int l = 0; l < L; ++l) {
+    GAMMA_RETURN_IF_ERROR(cache->read(l, seqs, x.data()));
+    GAMMA_RETURN_IF_ERROR(cache->read(l + 1, seqs, y.data()));
+    GAMMA_ASSIGN_OR_RETURN(auto lp, model->layer_params(l));
+    GAMMA_ASSIGN_OR_RETURN(auto w, model->layer_weights(l));
+    std::vector<const ModuleEntry*> in_pool(kNumLinear, nullptr);
+    std::vector<at::Tensor> wv;
+    std::vector<int> kinds;
+    for (const auto& e : man.modules)
+      if (e.layer == l) {
+        const int k = linear_kind_index(e.kind);
+        if (k < 0) return Status::errorf("pool module {} has unknown kind {}", e.name, e.kind);
+        in_pool[size_t(k)] = &e;
+        w[size_t(k)] = w[size_t(k)].detach().requires_grad_(true);
+        wv.push_back(w[size_t(k)]);
+        kinds.push_back(k);
+      }
+    if (wv.empty()) continue;
+    // Tr(H) by Hutchinson: H v is the gradient of <grad L, v>, so the first gradient keeps
+    // its graph; every probe reuses it.
+    auto xt = at::from_blob(x.data(), {B, T, hp.n_embd}, f32);
+    auto yt = at::from_blob(y.data(), {B, T, hp.n_embd}, f32);
+    auto loss = (layer_forward(hp, lp, w, pos, xt) - yt).pow(2).mean();
+    auto g = torch::autograd::grad({loss}, wv, {}, /*retain_graph=*/true, /*create_graph=*/true);
+    std::vector<double> trace(wv.size(), 0.0);
+    for (int s = 0; s < opt.samples; ++s) {
+      std::vector<at::Tensor> v;
+      at::Tensor gv = at::zeros({}, f32);
+      for (size_t i = 0; i < wv.size(); ++i) {
+        v.push_back(at::randint(0, 2, wv[i].sizes(), f32).mul_(2).sub_(1));
+        gv = gv + (g[i] * v[i]).sum();
+      }
+      auto hv = torch::autograd::grad({gv}, wv, {}, /*retain_graph=*/s + 1 < opt.samples, /*create_graph=*/false,
+                                      /*allow_unused=*/true);
+      for (size_t i = 0; i < wv.size(); ++i)
+        if (hv[i].defined()) trace[i] += (hv[i] * v[i]).sum().item<double>() / opt.samples;
+    }
+    // Omega per candidate: the trace per weight times the squared perturbation.
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < wv.size(); ++i) {
+      const ModuleEntry& e = *in_pool[size_t(kinds[i])];
+      const at::Tensor W = wv[i].detach().contiguous();
+      const double tr_per_weight = trace[i] / double(e.n_params);
+      json score = json::object(), pert = json::object();
+      for (const auto& c : e.candidates) {
+        cand.resize(size_t(e.n_params));
+        GAMMA_RETURN_IF_ERROR(store->dequantize(e, c, cand.data(), opt.n_threads));
+        const double d2 = (at::from_blob(cand.data(), W.sizes(), f32) - W).pow(2).sum().item<double>();
+        pert[c.id] = d2;
+        score[c.id] = -tr_per_weight * d2;
+      }
+      modules[e.name] = {{"score", score}, {"hessian_trace", trace[i]}, {"trace_per_weight", tr_per_weight},
+                         {"perturbation", pert}};
+    }
+    if (bar) bar->update(l + 1);
+  }
+  if (bar) bar->finish();
+
+  json out = json_header("gamma.scores", 1);
+  out["model_fingerprint"] = man.model_fingerprint;
+  out["pool_manifest_sha256"] = pool_sha;
+  out["teacher_fingerprint"] = teacher.fingerprint();
+  out["method"] = "hawq";
+  out["hyperparameters"] = {{"samples", opt.samples}, {"batch", opt.batch}, {"seed", opt.seed},
+                            {"calib_tokens", opt.calib.calib_tokens}, {"seq_len", opt.calib.seq_len},
+                            {"calib_files", opt.calib.text_files}, {"activations", {{"key", cache->key()}}},
+                            {"score", "-Tr(H)/n * ||W_b - W||^2 (HAWQ-V2), H of the teacher-forced layer MSE"}};
+  out["modules"] = modules;
+  out["stats"] = {{"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()},
+                  {"threads", opt.n_threads}};
+  GAMMA_RETURN_IF_ERROR(write_json(opt.out_path, out));
+  return out;
+}
+
+int hawq_main(int argc, char** argv) {
+  HawqOptions o;
+  CLI::App app{"HAWQ-V2 scores: Hutchinson Hessian trace x squared perturbation per module and candidate", "gamma hawq"};
+  app.add_option("pool", o.pool_dir, "pool directory (gamma pool)")->required();
+  app.add_option("--teacher", o.teacher_path, "full-precision teacher GGUF (gamma dequantize)")->required();
+  app.add_option("-o,--output", o.out_path, "SCORES.json to write")->required();
+  app.add_option("--samples", o.samples, "Hutchinson probes per layer")->capture_default_str();
+  app.add_option("--batch", o.batch, "calibration sequences of the layer loss")->capture_default_str();
+  app.add_option("--seed", o.seed, "random seed of the probes")->capture_default_str();
+  app.add_option("-t,--threads", o.n_threads, "threads (default: all cores)");
+  app.add_option("--calib", o.calib.text_files, "calibration text files (default: as gamma learn)");
+  app.add_option("--calib-tokens", o.calib.calib_tokens, "calibration tokens (whole sequences)")->capture_default_str();
+  app.add_option("--seq-len", o.calib.seq_len, "tokens per calibration sequence")->capture_default_str();
+  app.add_option("--cache-dir", o.calib.cache_root, "activation cache directory (default: GAMMA cache/activations)");
+  app.add_flag("-q,--quiet", o.quiet, "no progress bar");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  auto r = hawq_scores(o);
+  if (!r.is_ok()) {
+    std::fprintf(stderr, "gamma: error: %s\n", r.status().message().c_str());
+    return 1;
+  }
+  std::printf("%s: HAWQ-V2 scores of %zu modules (%d probes per layer, %.1f s)\n", o.out_path.c_str(),
+              (*r)["modules"].size(), o.samples, (*r)["stats"]["seconds"].get<double>());
+  return 0;
+}
+
+}  // namespace gm

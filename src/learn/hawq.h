@@ -1,0 +1,31 @@
+// HAWQ-V2 scores (Dong et al. 2020), the paper's Hessian baseline, on the same pool and layer
+// loss as Stage I: for each linear module, the Hutchinson estimate of the trace of the
+// Hessian of the teacher-forced layer-output MSE with respect to its weight W (at the FP
+// weights), Tr(H) ~ mean_s v_s^T H v_s with Rademacher v_s and H v by double backprop; then
+// the sensitivity of candidate b is Omega_b = Tr(H) / n * ||W_b - W||^2, and SCORES.json gets
+// score = -Omega (Stage II maximises it under the budget).
+#pragma once
+#include <string>
+
+#include "model/activations.h"
+#include "util/json.h"
+#include "util/status.h"
+
+namespace gm {
+
+struct HawqOptions {
+  std::string pool_dir, teacher_path, out_path;
+  int samples = 8;   // Hutchinson probes per layer
+  int batch = 4;     // calibration sequences the layer loss is taken over
+  uint64_t seed = 0;
+  int n_threads = 0;
+  CalibOptions calib;
+  bool quiet = false;
+};
+
+Result<json> hawq_scores(const HawqOptions& opt);
+
+// `gamma hawq ARGS...` (run inside gamma-learn, which owns LibTorch).
+int hawq_main(int argc, char** argv);
+
+}  // namespace gm
