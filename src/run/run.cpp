@@ -44,14 +44,23 @@ int nearest_mix(double file_bpw) {
 }
 
 int next_mix_to_try(double file_bpw, const std::vector<double>& made) {
-  int best = -1;
-  for (int i = 0; i < int(made.size()); ++i)
-    if (made[i] >= 0 && (best < 0 || std::fabs(made[i] - file_bpw) < std::fabs(made[best] - file_bpw))) best = i;
-  if (best < 0) return nearest_mix(file_bpw);
-  // Mixes are ordered by nominal size; the real sizes on this model keep that order closely
-  // enough that the better match can only be the neighbour on the target's side.
-  const int next = made[best] < file_bpw ? best + 1 : best - 1;
-  if (next < 0 || next >= int(made.size()) || made[next] >= 0) return -1;
+  bool below = false, above = false, any = false;
+  for (double b : made)
+    if (b >= 0) {
+      any = true;
+      below = below || b <= file_bpw;
+      above = above || b >= file_bpw;
+    }
+  if (!any) return nearest_mix(file_bpw);
+  if (below && above) return -1;
+  // Real sizes need not follow the nominal order (a k-quant mix falls back to other types on
+  // rows k-quants cannot hold), so take the nominally nearest untried mix on the missing side.
+  const auto& m = standard_mixes();
+  int next = -1;
+  for (int i = 0; i < int(m.size()); ++i) {
+    if (made[size_t(i)] >= 0 || (below ? m[i].nominal_bpw < file_bpw : m[i].nominal_bpw > file_bpw)) continue;
+    if (next < 0 || std::fabs(m[i].nominal_bpw - file_bpw) < std::fabs(m[next].nominal_bpw - file_bpw)) next = i;
+  }
   return next;
 }
 
@@ -237,13 +246,21 @@ Status run_pipeline(const RunOptions& o) {
       return Status::ok();
     };
     if (o.compare == "auto") {
-      for (int tries = 0, i = nearest_mix(mine.bpw); i >= 0 && tries < 3; ++tries, i = next_mix_to_try(mine.bpw, made))
+      for (int tries = 0, i = nearest_mix(mine.bpw); i >= 0 && tries < 6; ++tries, i = next_mix_to_try(mine.bpw, made))
         GAMMA_RETURN_IF_ERROR(make(i));
-      int best = -1;
-      for (int i = 0; i < int(made.size()); ++i)
-        if (made[i] >= 0 && (best < 0 || std::fabs(made[i] - mine.bpw) < std::fabs(made[best] - mine.bpw))) best = i;
-      const std::string p = W + "/llama-" + mixes[best].name + ".gguf";
-      rows.push_back({std::string("llama.cpp ") + mixes[best].name, p, file_stats(p).value()});
+      // The nearest mix no larger and the nearest no smaller than gamma's file (one row when
+      // only one side exists within the tries).
+      int lo = -1, hi = -1;
+      for (int i = 0; i < int(made.size()); ++i) {
+        if (made[i] < 0) continue;
+        if (made[i] <= mine.bpw && (lo < 0 || made[i] > made[lo])) lo = i;
+        if (made[i] >= mine.bpw && (hi < 0 || made[i] < made[hi])) hi = i;
+      }
+      for (int i : {lo, hi})
+        if (i >= 0 && !(i == hi && hi == lo)) {
+          const std::string p = W + "/llama-" + mixes[i].name + ".gguf";
+          rows.push_back({std::string("llama.cpp ") + mixes[i].name, p, file_stats(p).value()});
+        }
     } else {
       GAMMA_RETURN_IF_ERROR(make(compare_idx));
       const int idx = compare_idx;

@@ -1,7 +1,8 @@
 // `gamma run`: the whole job on one model, as a chain of gamma's own commands (each a child
 // process, so every stage prints and fails exactly as when run alone) and llama.cpp's tools:
 //   fetch -> dequantize (the F32 teacher) -> llama-imatrix -> pool -> learn -> solve -> emit
-//   -> llama-quantize the llama.cpp standard mix nearest in size (same teacher and imatrix)
+//   -> llama-quantize the llama.cpp standard mixes nearest in size below and above (same
+//      teacher and imatrix)
 //   -> gamma eval of both against the teacher on the same chunks -> a side-by-side table.
 // Every step leaves its output in the work directory and is skipped when that output exists
 // (pool and learn also resume mid-way), so an interrupted run continues where it stopped.
@@ -41,8 +42,9 @@ const std::vector<StandardMix>& standard_mixes();
 
 // The mix nearest `file_bpw` by nominal size: the first one `auto` quantizes. Then, given
 // the real file sizes of the mixes quantized so far (bpw by index into standard_mixes(),
-// negative = not made yet), the next to make (-1: done): the neighbour on the side where the
-// target lies, while it may be closer than the best made so far.
+// negative = not made yet), the next to make (-1: done): until one real mix lies on each
+// side of gamma's size, the nominally nearest untried mix on the side still missing.
+// `gamma run` shows the nearest mix below and the nearest above, in real bytes.
 int nearest_mix(double file_bpw);
 int next_mix_to_try(double file_bpw, const std::vector<double>& made_bpw);
 
