@@ -18,7 +18,53 @@ struct SolveOpts {
   bool from_manifest = false, require_optimal = false;
   std::vector<std::string> allow, pin;
   double time_limit = 60;
+  double fill = 0;
 };
+
+// --fill F: Stage I's p does not reward bits, so a budget above the learned target is left
+// unspent (the argmax plan already fits). Adding kappa * (the candidate's share of the
+// average bpw) to every score and taking the smallest kappa whose optimal plan spends at
+// least F of the budget puts the extra bits where the scores lose least per bit.
+solve::Allocation solve_filled(const Manifest& m, const solve::Scores& base, const std::vector<solve::Constraint>& cs,
+                               const solve::KnapsackOptions& kopt, const solve::Budget& budget, double fill,
+                               double* kappa_out) {
+  int64_t total = 0;
+  for (const auto& e : m.modules) total += e.n_params;
+  auto at = [&](double kappa) {
+    solve::Scores s = base;
+    for (const auto& e : m.modules) {
+      auto it = s.score.find(e.name);
+      if (it == s.score.end()) continue;
+      for (const auto& c : e.candidates)
+        if (auto jt = it->second.find(c.id); jt != it->second.end())
+          jt->second += kappa * c.bpw * double(e.n_params) / double(total);
+    }
+    auto alloc = value_or_fail(solve::Allocator::create(m, std::move(s), cs, kopt));
+    return value_or_fail(alloc.solve(budget));
+  };
+  auto spent = [&](const solve::Allocation& a) {
+    return budget.kind == solve::Budget::Kind::kBpw ? a.size.linear_bpw / budget.bpw
+                                                    : double(a.size.file_bytes) / double(budget.file_bytes);
+  };
+  solve::Allocation best = at(0);
+  *kappa_out = 0;
+  if (spent(best) >= fill) return best;
+  double lo = 0, hi = 1;
+  solve::Allocation top = at(hi);
+  while (spent(top) < fill && hi < 1e9) top = at(hi *= 4);
+  if (spent(top) < fill) {  // even pure bits cannot reach F: the fullest plan there is
+    *kappa_out = hi;
+    return top;
+  }
+  for (int it = 0; it < 50 && hi - lo > 1e-9 * hi; ++it) {
+    const double mid = 0.5 * (lo + hi);
+    solve::Allocation a = at(mid);
+    if (spent(a) >= fill) hi = mid, top = std::move(a);
+    else lo = mid;
+  }
+  *kappa_out = hi;
+  return top;
+}
 
 void report(const solve::Allocation& a, const std::string& path, bool require_optimal) {
   const auto& s = a.solution;
@@ -43,6 +89,8 @@ void run_solve(const SolveOpts& o) {
   if (budgets != 1) throw Failure("give exactly one budget: --bpw X, --size BYTES or --sweep START:STOP:STEP");
   if (o.scores.empty() == !o.from_manifest) throw Failure("give exactly one of --scores FILE or --score-from-manifest");
   if (!(o.time_limit > 0)) throw Failure("--time-limit must be positive");
+  if (o.fill != 0 && !(o.fill > 0 && o.fill <= 1)) throw Failure("--fill must be in (0, 1]");
+  if (o.fill > 0 && !o.sweep.empty()) throw Failure("--fill takes one budget (--bpw or --size), not --sweep");
 
   // Everything is parsed and checked before anything is solved or written.
   solve::Budget budget;
@@ -69,6 +117,7 @@ void run_solve(const SolveOpts& o) {
   solve::Scores scores = value_or_fail(o.from_manifest ? solve::Scores::from_manifest(m) : solve::Scores::load(o.scores));
   solve::KnapsackOptions kopt;
   kopt.max_seconds = o.time_limit;
+  const solve::Scores scores_copy = scores;  // --fill re-weights copies
   auto alloc = value_or_fail(solve::Allocator::create(m, std::move(scores), cs, kopt));
 
   auto check_optimal = [&](const solve::Allocation& a) {
@@ -77,7 +126,10 @@ void run_solve(const SolveOpts& o) {
                                 a.budget.describe(), a.solution.gap()));
   };
   if (sweep.empty()) {
-    solve::Allocation a = value_or_fail(alloc.solve(budget));
+    double kappa = 0;
+    solve::Allocation a = o.fill > 0 ? solve_filled(m, scores_copy, cs, kopt, budget, o.fill, &kappa)
+                                     : value_or_fail(alloc.solve(budget));
+    if (o.fill > 0) a.plan.info["fill"] = {{"fraction", o.fill}, {"kappa", kappa}};
     check_optimal(a);
     fail_if(a.plan.save(o.out));
     report(a, o.out, o.require_optimal);
@@ -117,6 +169,7 @@ void add_solve(CLI::App& app) {
   c->add_option("--allow", o->allow, "PATTERN=ID[,ID...]: modules matching PATTERN (regex) use only these candidates");
   c->add_option("--pin", o->pin, "PATTERN=ID: modules matching PATTERN (regex) use this candidate");
   c->add_option("--time-limit", o->time_limit, "seconds per budget before giving up the proof (gap reported)");
+  c->add_option("--fill", o->fill, "spend at least this fraction of the budget (e.g. 0.995): scores reused away from their learned target");
   c->add_flag("--require-optimal", o->require_optimal, "fail (write nothing) unless every plan is proven optimal");
   c->add_option("-o,--output", o->out, "plan JSON to write (a directory with --sweep)")->required();
   c->callback([o] { run_solve(*o); });

@@ -166,6 +166,30 @@ TEST_F(SolveCli, BpwBudgetPlanIsOptimalAndFits) {
   }
 }
 
+TEST_F(SolveCli, FillSpendsTheBudgetThatPeakedScoresLeave) {
+  // Scores peaked on each module's cheapest candidate (what Stage I learns at a low target):
+  // the optimum ignores any larger budget; --fill 0.99 spends at least 99% of it, stays
+  // within it, and keeps the plan optimal for the re-weighted scores it records.
+  json peaked = scores_json_;
+  for (const auto& e : m_.modules)
+    for (size_t j = 0; j < e.candidates.size(); ++j)
+      peaked["modules"][e.name]["score"][e.candidates[j].id] = j == 0 ? 0.9 : 0.1 / double(j + 1);
+  const std::string sc = tmp_ / "peaked.json";
+  ASSERT_TRUE(write_json(sc, peaked).is_ok());
+  const std::string plain = tmp_ / "plain.json", filled = tmp_ / "filled.json";
+  ASSERT_EQ(gm::testing::gamma(fmt::format("solve --pool {} --scores {} --bpw 4.0 -o {}", pool_, sc, plain)).exit_code, 0);
+  auto r = gm::testing::gamma(fmt::format("solve --pool {} --scores {} --bpw 4.0 --fill 0.99 -o {}", pool_, sc, filled));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto a = Plan::load(plain), b = Plan::load(filled);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  EXPECT_LT(plan_size(m_, *a).linear_bpw, 3.0);
+  const double spent = plan_size(m_, *b).linear_bpw;
+  EXPECT_GE(spent, 0.99 * 4.0);
+  EXPECT_LE(spent, 4.0);
+  EXPECT_GT(b->info["fill"]["kappa"].get<double>(), 0);
+  expect_fails(fmt::format("--scores {} --bpw 4.0 --fill 1.5 -o {}", sc, tmp_ / "x.json"), "--fill", tmp_ / "x.json");
+}
+
 TEST_F(SolveCli, SizeBudgetCountsTheWholeFile) {
   for (const char* size : {"1.1GB", "1000MiB", "1234567890", "untied:1.3GB", "untied:1200MiB", "untied:1.05GB"}) {
     if (std::string(size).rfind("untied:", 0) == 0) {
