@@ -259,13 +259,15 @@ Status run_pipeline(const RunOptions& o) {
       for (int i : {lo, hi})
         if (i >= 0 && !(i == hi && hi == lo)) {
           const std::string p = W + "/llama-" + mixes[i].name + ".gguf";
-          rows.push_back({std::string("llama.cpp ") + mixes[i].name, p, file_stats(p).value()});
+          GAMMA_ASSIGN_OR_RETURN(FileStats st, file_stats(p));
+          rows.push_back({std::string("llama.cpp ") + mixes[i].name, p, st});
         }
     } else {
       GAMMA_RETURN_IF_ERROR(make(compare_idx));
       const int idx = compare_idx;
       const std::string p = W + "/llama-" + mixes[idx].name + ".gguf";
-      rows.push_back({std::string("llama.cpp ") + mixes[idx].name, p, file_stats(p).value()});
+      GAMMA_ASSIGN_OR_RETURN(FileStats st, file_stats(p));
+      rows.push_back({std::string("llama.cpp ") + mixes[idx].name, p, st});
     }
   }
 
