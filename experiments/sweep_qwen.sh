@@ -1,79 +1,139 @@
 #!/usr/bin/env bash
 # Issue 8's sweep on Qwen2.5-Coder-1.5B (teacher: the Q4_K_M source dequantized to F32), all
 # through one imatrix pool (learn_qwen.sh's), one solver and one shared teacher base file:
-#   llama.cpp mixes (the vendored llama-quantize, same teacher + imatrix), and at each mix's
-#   file size and at 2.75..4.0 linear bpw: GAMMA (Stage I scores learned once at 3.0 bpw,
-#   re-solved per budget with --fill; scores p as in the paper, and log p) and the static proxy (-rel_err from the manifest); uniform types.
+#   - llama.cpp's mixes (the vendored llama-quantize, same teacher + imatrix);
+#   - at each mix's file size and at fixed linear-bpw budgets: GAMMA (Stage I scores learned
+#     once at 3.0 bpw, tau annealed, re-solved per budget with --fill; scores log p), the
+#     static proxy (-rel_err from the manifest), HAWQ-V2 (gamma hawq); uniform types;
+#   - ablations at the Q3_K_M size: GAMMA scores as p (the paper's Stage II objective), tau
+#     fixed at 1, the DNAS-style penalty, CE on the final logits, and scores learned at the
+#     budget itself instead of reused from 3.0.
 # Per model: KLD / top-1 / PPL on wiki.test.raw (same CHUNKS for all), then arc_easy + piqa
-# (--limit MC_LIMIT, same items) for the size-matched set. Resumable: each output is skipped
-# when present; emitted GGUFs are deleted after evaluation (recipes kept).
+# (--limit MC_LIMIT, same items) for the size-matched set.
+# Resumable and cached by name: plans and evaluations are written (atomically) straight into
+# results/sweep_qwen/{plans,evals}, which are committed, so a later session (or machine) skips
+# everything already measured; only pool, teacher and GGUFs live in WORK. PHASES picks what
+# runs (default all, in order).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 G=$root/build/cli/gamma; B=$root/build/bin
-W=${WORK:-/tmp/gamma-qwen}; S=$W/sweep; mkdir -p $S/plans $S/evals $S/models $S/mixes
+W=${WORK:-/tmp/gamma-qwen}; S=$W/sweep; R=$root/results/sweep_qwen
+mkdir -p $S/models $S/mixes $W/scores $R/plans $R/evals
 T=${THREADS:-2}; CH=${CHUNKS:-8}; MC_LIMIT=${MC_LIMIT:-100}
 POOL=$W/pool-imx; TEACHER=$W/teacher-f32.gguf; IMX=$W/imatrix.gguf
-# Stage I scores learned once at 3.0 bpw with tau annealed to 0.05 (peaked p; see results/README.md)
-SCORES=${SCORES:-$W/scores-imx-3.0-tau.json}
-# The same scores as log p (the learned order among a module's non-argmax candidates).
-LOGP=$W/scores-imx-3.0-tau-logp.json
-[ -f $LOGP ] || python3 -c "
-import json, math, sys
-s = json.load(open(sys.argv[1]))
-for m in s['modules'].values(): m['score'] = {k: math.log(max(v, 1e-300)) for k, v in m['p'].items()}
-s['method'] = 'gamma-logp'; json.dump(s, open(sys.argv[2], 'w'))" $SCORES $LOGP
+PHASES=${PHASES:-"mixes hawq sizes budgets uniform ablations tasks"}
+MIXES=${MIXES:-"Q3_K_M Q2_K Q3_K_S Q3_K_L Q4_K_S Q4_K_M"}
+BUDGETS=${BUDGETS:-"2.75 3.25 3.75 3.0 3.5 4.0"}
+# Stage I recipe of every learned score here (results/README.md): 200 steps x 4 of 28 layers,
+# 2 x 256 tokens per step, Adam lr 0.01, tau annealed 1 -> 0.05.
+RECIPE="--steps 200 --layers-per-step 4 --batch 2 --calib-tokens 4096 --seq-len 256 --lr 0.01 --tau-end 0.05"
+SCORES=$root/results/learn_qwen1.5b_imatrix_3.0bpw_tau0.05.json   # GAMMA, learned at 3.0
+TAU1=$root/results/learn_qwen1.5b_imatrix_3.0bpw.json              # tau fixed at 1
+HAWQ=$root/results/hawq_qwen1.5b_imatrix.json
 FILL="--fill 0.995"  # scores learned at 3.0 reused at other budgets: spend the budget (cmd_solve.cpp)
 BASE=$W/kld-base-$CH.bin
 wiki=$root/../shared/data/text/wiki.test.raw
-MIXES=${MIXES:-"Q3_K_M Q2_K Q3_K_S Q3_K_L Q4_K_S Q4_K_M"}
-BUDGETS=${BUDGETS:-"2.75 3.0 3.5 4.0 3.25 3.75"}
 now() { date +%s.%N; }
 log() { echo "[$(date -u +%H:%M:%S)] $*"; }
-
+has() { [[ " $PHASES " == *" $1 "* ]]; }
+# The same scores as log p (the learned order among a module's non-argmax candidates).
+logp() {  # SCORES -> path of its log p twin
+  local out=$W/scores/$(basename ${1%.json})-logp.json
+  [ -f $out ] || python3 -c "
+import json, math, sys
+s = json.load(open(sys.argv[1]))
+for m in s['modules'].values(): m['score'] = {k: math.log(max(v, 1e-300)) for k, v in m['p'].items()}
+s['method'] = 'gamma-logp'; json.dump(s, open(sys.argv[2] + '.tmp', 'w'))
+import os; os.replace(sys.argv[2] + '.tmp', sys.argv[2])" $1 $out
+  echo $out
+}
 evaluate() {  # GGUF NAME
-  [ -f $S/evals/$2.json ] && return 0
-  $G eval "$1" --teacher $TEACHER --kld-base $BASE --text $wiki --ctx 512 --chunks $CH -t $T -q -o $S/evals/$2.json
+  [ -f $R/evals/$2.json ] && return 0
+  $G eval "$1" --teacher $TEACHER --kld-base $BASE --text $wiki --ctx 512 --chunks $CH -t $T -q -o $R/evals/$2.json
 }
 plan_eval() {  # NAME then solve/plan arguments
   local name=$1; shift
-  [ -f $S/evals/$name.json ] && return 0
-  [ -f $S/plans/$name.json ] || "$@" -o $S/plans/$name.json
-  $G emit $POOL $S/plans/$name.json -o $S/models/$name.gguf
+  [ -f $R/evals/$name.json ] && return 0
+  log "$name"
+  [ -f $R/plans/$name.json ] || "$@" -o $R/plans/$name.json
+  $G emit $POOL $R/plans/$name.json -o $S/models/$name.gguf
   evaluate $S/models/$name.gguf $name
   rm -f $S/models/$name.gguf
 }
-mix_bytes() { stat -c %s $S/mixes/$1.gguf; }
+mix_bytes() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['model']['file_bytes'])" $R/evals/llama-$1.json; }
+learn() {  # OUT then gamma learn arguments (resumes from OUT.ckpt)
+  local out=$1; shift
+  [ -f $out ] && return 0
+  log "learn -> $(basename $out)"
+  $G learn $POOL --teacher $TEACHER -t $T -q -o $W/scores/$(basename $out) "$@"
+  cp $W/scores/$(basename $out) $out
+}
 
-# 1. Each llama.cpp mix, then GAMMA and the static proxy at its file size.
-for m in $MIXES; do
-  if [ ! -f $S/mixes/$m.gguf ]; then
-    log "llama-quantize $m"; t0=$(now)
-    $B/llama-quantize --imatrix $IMX $TEACHER $S/mixes/$m.partial.gguf $m $T > $S/mixes/$m.log 2>&1
-    mv $S/mixes/$m.partial.gguf $S/mixes/$m.gguf; python3 -c "print($(now)-$t0)" > $S/mixes/$m.seconds
-  fi
-  log "eval $m"; evaluate $S/mixes/$m.gguf llama-$m
-  sz=$(mix_bytes $m)
-  log "gamma @ $m size"; plan_eval gamma-size-$m $G solve --scores $SCORES --pool $POOL --size $sz $FILL
-  log "gamma log p @ $m size"; plan_eval gammalogp-size-$m $G solve --scores $LOGP --pool $POOL --size $sz $FILL
-  log "static @ $m size"; plan_eval static-size-$m $G solve --score-from-manifest --pool $POOL --size $sz
-done
-# 2. Fixed linear-bpw budgets and uniform types.
-for b in $BUDGETS; do
-  log "gamma @ $b"; plan_eval gamma-$b $G solve --scores $SCORES --pool $POOL --bpw $b $FILL
-  log "gamma log p @ $b"; plan_eval gammalogp-$b $G solve --scores $LOGP --pool $POOL --bpw $b $FILL
-  log "static @ $b"; plan_eval static-$b $G solve --score-from-manifest --pool $POOL --bpw $b
-done
-for t in Q2_K Q3_K Q4_K; do log "uniform $t"; plan_eval uniform-$t $G plan $POOL --uniform $t; done
-# 3. Zero-shot tasks for the size-matched set (same items for all; MC_LIMIT=0 skips them).
-[ "$MC_LIMIT" -gt 0 ] || { log "sweep done (no tasks)"; exit 0; }
-for m in $MIXES; do
-  for name in llama-$m gamma-size-$m static-size-$m; do
-    [ -f $S/evals/$name.mc$MC_LIMIT.json ] && continue
-    [ -f $S/evals/$name.json ] || continue
-    log "tasks $name"
-    if [ $name = llama-$m ]; then g=$S/mixes/$m.gguf; else g=$S/models/$name.gguf; $G emit $POOL $S/plans/$name.json -o $g >/dev/null; fi
-    $G eval $g --tasks arc_easy,piqa --limit $MC_LIMIT -t $T -q -o $S/evals/$name.mc$MC_LIMIT.json
-    [ $name = llama-$m ] || rm -f $g
+# 1. llama.cpp's mixes.
+if has mixes; then
+  for m in $MIXES; do
+    [ -f $R/evals/llama-$m.json ] && continue
+    if [ ! -f $S/mixes/$m.gguf ]; then
+      log "llama-quantize $m"; t0=$(now)
+      $B/llama-quantize --imatrix $IMX $TEACHER $S/mixes/$m.partial.gguf $m $T > $S/mixes/$m.log 2>&1
+      mv $S/mixes/$m.partial.gguf $S/mixes/$m.gguf; python3 -c "print($(now)-$t0)" > $S/mixes/$m.seconds
+    fi
+    log "eval llama $m"; evaluate $S/mixes/$m.gguf llama-$m
   done
-done
+fi
+# 2. HAWQ-V2 traces (once).
+if has hawq && [ ! -f $HAWQ ]; then
+  log "gamma hawq"
+  $G hawq $POOL --teacher $TEACHER --samples 4 --batch 4 --calib-tokens 4096 --seq-len 256 -t $T -q -o $W/scores/hawq.json
+  cp $W/scores/hawq.json $HAWQ
+fi
+LOGP=$(logp $SCORES)
+# 3. Every allocator at each mix's file size, then at fixed linear-bpw budgets.
+alloc() {  # SUFFIX and solve budget arguments
+  local sfx=$1; shift
+  plan_eval gammalogp-$sfx $G solve --scores $LOGP --pool $POOL "$@" $FILL
+  plan_eval static-$sfx $G solve --score-from-manifest --pool $POOL "$@"
+  [ -f $HAWQ ] && plan_eval hawq-$sfx $G solve --scores $HAWQ --pool $POOL "$@"
+  return 0
+}
+if has sizes; then
+  for m in $MIXES; do [ -f $R/evals/llama-$m.json ] && alloc size-$m --size $(mix_bytes $m); done
+fi
+if has budgets; then
+  for b in $BUDGETS; do alloc $b --bpw $b; done
+fi
+if has uniform; then
+  for t in Q2_K Q3_K Q4_K; do plan_eval uniform-$t $G plan $POOL --uniform $t; done
+fi
+# 4. Ablations of GAMMA at the Q3_K_M size (and at budget 3.75 for score reuse).
+if has ablations && [ -f $R/evals/llama-Q3_K_M.json ]; then
+  sz=$(mix_bytes Q3_K_M)
+  plan_eval gamma-size-Q3_K_M $G solve --scores $SCORES --pool $POOL --size $sz $FILL
+  plan_eval gammatau1-size-Q3_K_M $G solve --scores $(logp $TAU1) --pool $POOL --size $sz $FILL
+  DNAS=$root/results/learn_qwen1.5b_imatrix_3.0bpw_dnas.json
+  learn $DNAS --bpw 3.0 $RECIPE --penalty dnas
+  plan_eval gammadnas-size-Q3_K_M $G solve --scores $(logp $DNAS) --pool $POOL --size $sz $FILL
+  # CE: every layer every step (chained), so fewer, smaller steps; lr x steps as the recipe's.
+  CE=$root/results/learn_qwen1.5b_imatrix_3.0bpw_ce.json
+  learn $CE --bpw 3.0 --objective ce --steps 40 --batch 1 --calib-tokens 4096 --seq-len 256 --lr 0.05 --tau-end 0.05
+  plan_eval gammace-size-Q3_K_M $G solve --scores $(logp $CE) --pool $POOL --size $sz $FILL
+  # Scores learned at the budget itself vs reused from 3.0 (gammalogp-3.75).
+  AT=$root/results/learn_qwen1.5b_imatrix_3.75bpw_tau0.05.json
+  learn $AT --bpw 3.75 $RECIPE
+  plan_eval gammaat-3.75 $G solve --scores $(logp $AT) --pool $POOL --bpw 3.75 $FILL
+fi
+# 5. Zero-shot tasks for the size-matched set at each mix size (same items for all).
+if has tasks && [ "$MC_LIMIT" -gt 0 ]; then
+  for m in $MIXES; do
+    for name in llama-$m gammalogp-size-$m static-size-$m hawq-size-$m; do
+      [ -f $R/evals/$name.mc$MC_LIMIT.json ] && continue
+      [ -f $R/evals/$name.json ] || continue
+      log "tasks $name"
+      if [ $name = llama-$m ]; then g=$S/mixes/$m.gguf; else g=$S/models/$name.gguf; $G emit $POOL $R/plans/$name.json -o $g >/dev/null; fi
+      [ -f $g ] || continue  # a mix measured in an earlier session and not re-made here
+      $G eval $g --tasks arc_easy,piqa --limit $MC_LIMIT -t $T -q -o $R/evals/$name.mc$MC_LIMIT.json
+      [ $name = llama-$m ] || rm -f $g
+    done
+  done
+fi
 log "sweep done"

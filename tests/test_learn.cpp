@@ -111,6 +111,36 @@ TEST(Learn, LayerSamplingAndSigmoidForm) {
   EXPECT_NEAR(s["final"]["bpw_expected"].get<double>(), 12.0, 0.05);
 }
 
+// The DNAS-style ablation: no dual variables, loss = mse (1 + beta gap^2)^gamma at every step;
+// a soft penalty lets the MSE pull the expected bits above the target, a steep one holds them.
+TEST(Learn, DnasPenaltyIsMultiplicativeAndSoft) {
+  TempDir dir;
+  const std::string pool = make_pool(dir);
+  double gap_at[2];
+  const double betas[2] = {1, 10000};
+  for (int i = 0; i < 2; ++i) {
+    const std::string out = dir / ("dnas" + std::to_string(i) + ".json");
+    auto r = gm::testing::gamma(learn_args(dir, pool, out) + " --bpw 9.0 --steps 60 --lr 0.05 --penalty dnas --dnas-gamma 2 --dnas-beta " +
+                                std::to_string(betas[i]));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    json s = load(out);
+    EXPECT_EQ(s["hyperparameters"]["penalty"], "dnas");
+    EXPECT_EQ(s["final"]["lambda1"].get<double>(), 0.0);
+    const double ref = s["final"]["mse_ref"].get<double>();
+    for (const auto& c : s["curve"]) {
+      const double g = c["bpw"].get<double>() - 9.0;
+      EXPECT_NEAR(c["loss"].get<double>(), c["mse"].get<double>() / ref * std::pow(1 + betas[i] * g * g, 2.0), 1e-9);
+    }
+    gap_at[i] = s["final"]["bpw_expected"].get<double>() - 9.0;
+  }
+  EXPECT_GT(gap_at[0], 0.1);              // soft: the MSE wins bits over the target
+  EXPECT_LT(std::abs(gap_at[1]), 0.05);   // steep: held near it
+  EXPECT_LT(std::abs(gap_at[1]), gap_at[0]);
+  auto bad = gm::testing::gamma(learn_args(dir, pool, dir / "x.json") + " --penalty soft");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--penalty must be al or dnas"), std::string::npos) << bad.output;
+}
+
 TEST(Learn, GradientMatchesFiniteDifferences) {
   TempDir dir;
   const std::string pool = make_pool(dir);
@@ -177,6 +207,104 @@ TEST(Learn, GradientMatchesFiniteDifferences) {
     }
   }
   EXPECT_GE(checked, 6);
+}
+
+// The CE ablation's chain: forward through every layer, the KL of the final distribution
+// against the teacher's, backward layer by layer (recomputed). Its gradient with respect to
+// mixing weights in the first and the last layer matches central differences of the KL.
+TEST(Learn, ChainedKlGradientMatchesFiniteDifferences) {
+  TempDir dir;
+  const std::string pool = make_pool(dir);
+  auto man = Manifest::load(pool);
+  ASSERT_TRUE(man.is_ok());
+  auto store = CandidateStore::open(*man);
+  ASSERT_TRUE(store.is_ok()) << store.status().message();
+  CalibOptions co;
+  co.seq_len = 32;
+  co.calib_tokens = 64;
+  co.cache_root = dir / "act";
+  co.quiet = true;
+  auto cache = ActivationCache::open_or_build(gm::testing::stories260k(), co);
+  ASSERT_TRUE(cache.is_ok()) << cache.status().message();
+  auto step = LayerStep::create(gm::testing::stories260k(), 32, 2);
+  ASSERT_TRUE(step.is_ok()) << step.status().message();
+  const int L = man->n_layer;
+  const size_t n = size_t(2) * 32 * 64;
+  std::vector<std::vector<float>> xs(size_t(L) + 1, std::vector<float>(n));
+  std::vector<float> y(n), g(n), g2(n);
+  ASSERT_TRUE((*cache)->read(0, {0, 1}, xs[0].data()).is_ok());
+  ASSERT_TRUE((*cache)->read(L, {0, 1}, y.data()).is_ok());
+  std::vector<std::vector<float>> bufs;
+  bufs.reserve(64 * size_t(L));
+  std::vector<std::array<ModuleMix, 7>> base(static_cast<size_t>(L));
+  std::vector<std::array<std::vector<double>, 7>> grads(static_cast<size_t>(L));
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(0.1, 1.0);
+  static const char* kinds[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+  for (int l = 0; l < L; ++l)
+    for (int k = 0; k < 7; ++k) {
+      const ModuleEntry* e = man->find("blk." + std::to_string(l) + "." + kinds[k] + ".weight");
+      ASSERT_NE(e, nullptr);
+      double sum = 0;
+      for (const auto& c : e->candidates) {
+        bufs.emplace_back(size_t(e->n_params));
+        ASSERT_TRUE((*store)->dequantize(*e, c, bufs.back().data(), 2).is_ok());
+        base[size_t(l)][size_t(k)].cands.push_back(bufs.back().data());
+        base[size_t(l)][size_t(k)].p.push_back(u(rng));
+        sum += base[size_t(l)][size_t(k)].p.back();
+      }
+      for (double& p : base[size_t(l)][size_t(k)].p) p /= sum;
+      base[size_t(l)][size_t(k)].grad = &grads[size_t(l)][size_t(k)];
+    }
+  auto kl_of = [&](std::vector<std::array<ModuleMix, 7>>& mix) -> double {
+    for (int l = 0; l < L; ++l)
+      EXPECT_TRUE((*step)->forward(l, mix[size_t(l)], xs[size_t(l)].data(), xs[size_t(l) + 1].data(), 2).is_ok());
+    auto kl = (*step)->head_kl(xs[size_t(L)].data(), y.data(), g.data(), 2, 1.0);
+    EXPECT_TRUE(kl.is_ok());
+    return kl.is_ok() ? *kl : 0;
+  };
+  auto mix = base;
+  const double kl0 = kl_of(mix);
+  EXPECT_GT(kl0, 0.0);
+  for (int l = L - 1; l >= 0; --l) {
+    ASSERT_TRUE((*step)->backward(l, mix[size_t(l)], xs[size_t(l)].data(), g.data(), l > 0 ? g2.data() : nullptr, 2).is_ok());
+    std::swap(g, g2);
+  }
+  const double eps = 2e-3;
+  int checked = 0;
+  for (int l : {0, L - 1})
+    for (int k : {0, 4, 6}) {
+      const size_t b = 0;
+      std::vector<std::array<std::vector<double>, 7>> scratch(static_cast<size_t>(L));
+      auto plus = base, minus = base;
+      for (int j = 0; j < L; ++j)
+        for (int kk = 0; kk < 7; ++kk) plus[size_t(j)][size_t(kk)].grad = minus[size_t(j)][size_t(kk)].grad = &scratch[size_t(j)][size_t(kk)];
+      plus[size_t(l)][size_t(k)].p[b] += eps;
+      minus[size_t(l)][size_t(k)].p[b] -= eps;
+      const double fd = (kl_of(plus) - kl_of(minus)) / (2 * eps), gr = grads[size_t(l)][size_t(k)][b];
+      EXPECT_NEAR(gr, fd, 2e-2 * std::fabs(fd) + 1e-7) << "layer " << l << " " << kinds[k];
+      EXPECT_GT(std::fabs(gr), 0.0);
+      ++checked;
+    }
+  EXPECT_EQ(checked, 6);
+}
+
+// The CE objective end to end through the CLI: all layers chained, the budget still reached.
+TEST(Learn, CeObjectiveReachesTheBudget) {
+  TempDir dir;
+  const std::string pool = make_pool(dir);
+  const std::string out = dir / "ce.json";
+  auto r = gm::testing::gamma(learn_args(dir, pool, out) + " --bpw 9.0 --steps 30 --lr 0.02 --objective ce");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json s = load(out);
+  EXPECT_EQ(s["hyperparameters"]["objective"], "ce");
+  EXPECT_NEAR(s["final"]["bpw_expected"].get<double>(), 9.0, 0.05);
+  double late = 0;
+  for (size_t i = 20; i < 30; ++i) late += s["curve"][i]["mse"].get<double>() / 10;
+  EXPECT_LT(late, s["final"]["mse_ref"].get<double>());
+  auto bad = gm::testing::gamma(learn_args(dir, pool, dir / "x.json") + " --objective ce --layers-per-step 2");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--layers-per-step must be 0"), std::string::npos) << bad.output;
 }
 
 TEST(Learn, KillAndRerunEndsIdentical) {

@@ -32,6 +32,17 @@ class LayerStep {
   Result<double> run(int il, std::array<ModuleMix, 7>& mods, const float* x, const float* y, int n_seq, double scale,
                      bool backward = true);
 
+  // Chained use (the CE ablation: layers feed each other, gradients flow through all of them,
+  // recomputed layer by layer so only the layer inputs are kept). forward: layer il on x, no
+  // gradients, output into y. backward: recompute layer il on x with gradients, back-propagate
+  // grad_y; adds <dL/dW_mix, W_b> to each module's grad and writes dL/dx into grad_x (null:
+  // not needed, e.g. layer 0).
+  Status forward(int il, std::array<ModuleMix, 7>& mods, const float* x, float* y, int n_seq);
+  Status backward(int il, std::array<ModuleMix, 7>& mods, const float* x, const float* grad_y, float* grad_x, int n_seq);
+  // KL(teacher || student) of the next-token distributions from the last hidden states (the
+  // teacher's h_teacher, the student's h), mean over tokens; writes d(scale * KL)/dh into grad_h.
+  Result<double> head_kl(const float* h, const float* h_teacher, float* grad_h, int n_seq, double scale);
+
  private:
   struct Impl;
   explicit LayerStep(std::unique_ptr<Impl> impl);

@@ -108,6 +108,9 @@ json hyperparameters(const LearnOptions& o, const std::string& cache_key, int n_
   h["budget_on"] = "softmax(pi/tau)";
   h["init"] = o.init;
   h["lambda2_init"] = o.lambda2_init;
+  h["objective"] = o.objective;
+  h["penalty"] = o.penalty;
+  if (o.penalty == "dnas") h["dnas"] = {{"beta", o.dnas_beta}, {"gamma", o.dnas_gamma}};
   h["mse_unit"] = "step-0 MSE";
   h["calib_tokens"] = int64_t(n_seq) * o.calib.seq_len;
   h["seq_len"] = o.calib.seq_len;
@@ -128,6 +131,11 @@ Status validate(const LearnOptions& o) {
   if (!(o.tau > 0) || !std::isfinite(o.tau)) return Status::errorf("--tau must be positive (got {})", o.tau);
   if (o.tau_end < 0 || !std::isfinite(o.tau_end)) return Status::errorf("--tau-end must be >= 0 (got {})", o.tau_end);
   if (!(o.lambda2_init >= 0) || !std::isfinite(o.lambda2_init)) return Status::errorf("--lambda2-init must be >= 0 (got {})", o.lambda2_init);
+  if (o.objective != "mse" && o.objective != "ce") return Status::errorf("--objective must be mse or ce (got {})", o.objective);
+  if (o.objective == "ce" && o.layers_per_step != 0) return Status::error("--objective ce chains all layers: --layers-per-step must be 0");
+  if (o.penalty != "al" && o.penalty != "dnas") return Status::errorf("--penalty must be al or dnas (got {})", o.penalty);
+  if (!(o.dnas_beta >= 0) || !std::isfinite(o.dnas_beta) || !(o.dnas_gamma >= 0) || !std::isfinite(o.dnas_gamma))
+    return Status::errorf("--dnas-beta and --dnas-gamma must be >= 0 (got {}, {})", o.dnas_beta, o.dnas_gamma);
   if (o.init != "tilt" && o.init != "uniform") return Status::errorf("--init must be tilt or uniform (got {})", o.init);
   if (o.optimizer != "adam" && o.optimizer != "sgd") return Status::errorf("--optimizer must be adam or sgd (got {})", o.optimizer);
   if (o.checkpoint_every < 1) return Status::errorf("--checkpoint-every must be at least 1 (got {})", o.checkpoint_every);
@@ -298,6 +306,7 @@ Result<LearnResult> learn(const LearnOptions& opt_in) {
   const int B = opt.batch, T = cache->seq_len(), n_seq = cache->n_seq();
   std::vector<float> x(size_t(B) * size_t(T) * size_t(n_embd)), y(x.size());
   std::vector<std::vector<float>> bufs;  // one layer's candidates, reused layer after layer
+  std::vector<std::vector<float>> xs;    // --objective ce: every layer's input of the step
   std::vector<std::vector<double>> p(mods.size()), pbar(mods.size()), gp(mods.size());
   // Dequantizes layer l's candidates into bufs (reused layer after layer) and points `mix`
   // at them with mixing weights w.
@@ -387,6 +396,31 @@ Result<LearnResult> learn(const LearnOptions& opt_in) {
     }
 
     double mse = 0;
+    if (opt.objective == "ce") {  // chained forward keeping each layer's input, then backward
+      auto t0 = std::chrono::steady_clock::now();
+      const size_t n = x.size();
+      xs.resize(size_t(L) + 1);
+      for (auto& b : xs) b.resize(n);
+      GAMMA_RETURN_IF_ERROR(cache->read(0, seqs, xs[0].data()));
+      GAMMA_RETURN_IF_ERROR(cache->read(L, seqs, y.data()));
+      for (int l = 0; l < L; ++l) {
+        std::array<ModuleMix, 7> mix;
+        GAMMA_RETURN_IF_ERROR(load_layer(l, p, mix));
+        GAMMA_RETURN_IF_ERROR(stepper->forward(l, mix, xs[size_t(l)].data(), xs[size_t(l) + 1].data(), B));
+      }
+      std::vector<float> g(n), g2(n);
+      GAMMA_ASSIGN_OR_RETURN(mse, stepper->head_kl(xs[size_t(L)].data(), y.data(), g.data(), B, 1.0));
+      if (!std::isfinite(mse)) return Status::errorf("KL is {} at step {}", mse, step);
+      for (int l = L - 1; l >= 0; --l) {
+        std::array<ModuleMix, 7> mix;
+        GAMMA_RETURN_IF_ERROR(load_layer(l, p, mix));
+        GAMMA_RETURN_IF_ERROR(stepper->backward(l, mix, xs[size_t(l)].data(), g.data(), l > 0 ? g2.data() : nullptr, B));
+        std::swap(g, g2);
+      }
+      t_layer += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      layers.clear();
+      if (step == kill_at) std::raise(SIGKILL);
+    }
     for (size_t li = 0; li < layers.size(); ++li) {
       const int l = layers[li];
       auto t0 = std::chrono::steady_clock::now();
@@ -409,13 +443,21 @@ Result<LearnResult> learn(const LearnOptions& opt_in) {
     // The MSE term in units of the step-0 MSE: a constant factor (the paper's objective with
     // lambda rescaled), which makes lambda's scale, and so --lr-lambda, model-independent.
     if (step == 0) st.mse_ref = mse > 0 ? mse : 1.0;
-    for (auto& g : gp)
-      for (double& v : g) v /= st.mse_ref;
     // Budget term (global, every module every step) and the updates.
     const double bhat = expected_bpw(mods, pbar, n_total);
     const double gap = bhat - opt.target_bpw;
-    const double mu = st.lambda1 + 2.0 * st.lambda2 * gap;  // d(lambda1 gap + lambda2 gap^2)/d bhat
-    const double loss = mse / st.mse_ref + st.lambda1 * gap + st.lambda2 * gap * gap;
+    double mu, loss, mse_factor = 1;
+    if (opt.penalty == "dnas") {  // loss = M F, F = (1 + beta gap^2)^gamma: dL/dp = F dM/dp, dL/db = M F'
+      const double base = 1.0 + opt.dnas_beta * gap * gap, F = std::pow(base, opt.dnas_gamma);
+      mse_factor = F;
+      mu = (mse / st.mse_ref) * opt.dnas_gamma * std::pow(base, opt.dnas_gamma - 1) * 2.0 * opt.dnas_beta * gap;
+      loss = mse / st.mse_ref * F;
+    } else {
+      mu = st.lambda1 + 2.0 * st.lambda2 * gap;  // d(lambda1 gap + lambda2 gap^2)/d bhat
+      loss = mse / st.mse_ref + st.lambda1 * gap + st.lambda2 * gap * gap;
+    }
+    for (auto& g : gp)
+      for (double& v : g) v *= mse_factor / st.mse_ref;
     const int t = step + 1;
     for (size_t i = 0; i < mods.size(); ++i) {
       Mod& m = mods[i];
@@ -435,8 +477,10 @@ Result<LearnResult> learn(const LearnOptions& opt_in) {
         m.pi[j] -= opt.lr * mh / (std::sqrt(vh) + 1e-8);
       }
     }
-    st.lambda1 += opt.lr_lambda * gap;
-    st.lambda2 += opt.lr_lambda * gap * gap;
+    if (opt.penalty == "al") {
+      st.lambda1 += opt.lr_lambda * gap;
+      st.lambda2 += opt.lr_lambda * gap * gap;
+    }
     st.step = step + 1;
     st.curve.push_back({{"step", step}, {"loss", loss}, {"mse", mse}, {"bpw", bhat}, {"lambda1", st.lambda1},
                         {"lambda2", st.lambda2}, {"tau", tau}, {"seconds", elapsed()}});

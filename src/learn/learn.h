@@ -6,6 +6,12 @@
 // which is also what SCORES.json reports as p. pi descends (Adam or SGD), lambda1 and lambda2
 // ascend. The MSE term is measured in units of the step-0 MSE (see learn.cpp).
 //
+// Ablation (paper, Appendix "Simpler-Penalty"): penalty = "dnas" replaces the augmented
+// Lagrangian by a fixed multiplicative soft penalty, loss = mse * (1 + beta (b - target)^2)^gamma
+// (no dual variables). The paper writes beta (log((b - target)^2))^gamma, which is undefined at
+// and around the target (log of a square -> -inf, a fractional power of a negative); this is
+// the same idea, a DNAS-style factor on the task loss that grows with the budget deviation.
+//
 // Memory: the MSE is a sum of per-layer terms and the budget term does not depend on the
 // layers, so a step streams layers (one layer's candidates dequantized at a time) and adds
 // up exact gradients. With layers_per_step = k < L, k layers drawn uniformly per step with
@@ -38,6 +44,12 @@ struct LearnOptions {
   // steps on stories260K, at the same final MSE (measured, lr_lambda 0.1..1).
   double lambda2_init = 10;
   double tau = 1.0;
+  // mse: teacher-forced layer MSE (GAMMA) | ce: ablation (paper, Appendix "CE-Loss"): the
+  // cross-entropy of the final next-token distribution against the teacher's (KL, the same
+  // gradient), layers chained, every layer every step.
+  std::string objective = "mse";
+  std::string penalty = "al";  // al: augmented Lagrangian (GAMMA) | dnas: multiplicative ablation
+  double dnas_beta = 10, dnas_gamma = 1;
   double tau_end = 0;       // > 0: tau anneals exponentially to tau_end over the run
   std::string init = "tilt";  // tilt: start on the budget, no module preferred; uniform: pi = 0
   uint64_t seed = 0;
