@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <deque>
 #include <random>
 
 #include "gguf_model/model.h"
@@ -141,50 +142,69 @@ TEST(Learn, DnasPenaltyIsMultiplicativeAndSoft) {
   EXPECT_NE(bad.output.find("--penalty must be al or dnas"), std::string::npos) << bad.output;
 }
 
-TEST(Learn, GradientMatchesFiniteDifferences) {
-  TempDir dir;
-  const std::string pool = make_pool(dir);
-  auto man = Manifest::load(pool);
-  ASSERT_TRUE(man.is_ok());
-  auto store = CandidateStore::open(*man);
-  ASSERT_TRUE(store.is_ok()) << store.status().message();
-  CalibOptions co;
-  co.seq_len = 32;
-  co.calib_tokens = 64;
-  co.cache_root = dir / "act";
-  co.quiet = true;
-  auto cache = ActivationCache::open_or_build(gm::testing::stories260k(), co);
-  ASSERT_TRUE(cache.is_ok()) << cache.status().message();
-  auto step = LayerStep::create(gm::testing::stories260k(), 32, 2);
-  ASSERT_TRUE(step.is_ok()) << step.status().message();
+// What the gradient checks share: the stories260K pool's candidates, a cache of 2 sequences of
+// 32 calibration tokens and the LibTorch layer; layer_mix fills one layer's seven modules with
+// their dequantized candidates and random normalised mixing weights.
+class LayerGrad : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    pool_ = make_pool(dir_);
+    auto man = Manifest::load(pool_);
+    ASSERT_TRUE(man.is_ok());
+    man_ = std::move(*man);
+    auto store = CandidateStore::open(man_);
+    ASSERT_TRUE(store.is_ok()) << store.status().message();
+    store_ = std::move(*store);
+    CalibOptions co;
+    co.seq_len = 32;
+    co.calib_tokens = 64;
+    co.cache_root = dir_ / "act";
+    co.quiet = true;
+    auto cache = ActivationCache::open_or_build(gm::testing::stories260k(), co);
+    ASSERT_TRUE(cache.is_ok()) << cache.status().message();
+    cache_ = std::move(*cache);
+    auto step = LayerStep::create(gm::testing::stories260k(), 32, 2);
+    ASSERT_TRUE(step.is_ok()) << step.status().message();
+    step_ = std::move(*step);
+  }
+  void layer_mix(int l, std::mt19937& rng, std::array<ModuleMix, 7>& mix, std::array<std::vector<double>, 7>& grads) {
+    std::uniform_real_distribution<double> u(0.1, 1.0);
+    for (int k = 0; k < 7; ++k) {
+      const ModuleEntry* e = man_.find("blk." + std::to_string(l) + "." + kinds[k] + ".weight");
+      ASSERT_NE(e, nullptr);
+      double sum = 0;
+      for (const auto& c : e->candidates) {
+        bufs_.emplace_back(size_t(e->n_params));  // a deque: earlier buffers stay put
+        ASSERT_TRUE(store_->dequantize(*e, c, bufs_.back().data(), 2).is_ok());
+        mix[size_t(k)].cands.push_back(bufs_.back().data());
+        mix[size_t(k)].p.push_back(u(rng));
+        sum += mix[size_t(k)].p.back();
+      }
+      for (double& p : mix[size_t(k)].p) p /= sum;
+      mix[size_t(k)].grad = &grads[size_t(k)];
+    }
+  }
+  static constexpr const char* kinds[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+  TempDir dir_;
+  std::string pool_;
+  Manifest man_;
+  std::unique_ptr<CandidateStore> store_;
+  std::unique_ptr<ActivationCache> cache_;
+  std::unique_ptr<LayerStep> step_;
+  std::deque<std::vector<float>> bufs_;
+};
+
+TEST_F(LayerGrad, MseGradientMatchesFiniteDifferences) {
   const int il = 1;
   std::vector<float> x(size_t(2) * 32 * 64), y(x.size());
-  ASSERT_TRUE((*cache)->read(il, {0, 1}, x.data()).is_ok());
-  ASSERT_TRUE((*cache)->read(il + 1, {0, 1}, y.data()).is_ok());
-  // Candidates of layer 1 and random mixing weights.
-  std::vector<std::vector<float>> bufs;
+  ASSERT_TRUE(cache_->read(il, {0, 1}, x.data()).is_ok());
+  ASSERT_TRUE(cache_->read(il + 1, {0, 1}, y.data()).is_ok());
   std::array<ModuleMix, 7> base;
   std::array<std::vector<double>, 7> grads;
   std::mt19937 rng(3);
-  std::uniform_real_distribution<double> u(0.1, 1.0);
-  static const char* kinds[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
-  bufs.reserve(64);
-  for (int k = 0; k < 7; ++k) {
-    const ModuleEntry* e = man->find("blk.1." + std::string(kinds[k]) + ".weight");
-    ASSERT_NE(e, nullptr);
-    double sum = 0;
-    for (const auto& c : e->candidates) {
-      bufs.emplace_back(size_t(e->n_params));
-      ASSERT_TRUE((*store)->dequantize(*e, c, bufs.back().data(), 2).is_ok());
-      base[size_t(k)].cands.push_back(bufs.back().data());
-      base[size_t(k)].p.push_back(u(rng));
-      sum += base[size_t(k)].p.back();
-    }
-    for (double& p : base[size_t(k)].p) p /= sum;
-    base[size_t(k)].grad = &grads[size_t(k)];
-  }
+  layer_mix(il, rng, base, grads);
   auto mods = base;
-  auto mse0 = (*step)->run(il, mods, x.data(), y.data(), 2, 1.0);
+  auto mse0 = step_->run(il, mods, x.data(), y.data(), 2, 1.0);
   ASSERT_TRUE(mse0.is_ok()) << mse0.status().message();
   // The gradient is not trivially zero, and matches central differences on a few weights
   // (eps trades float32 rounding of the MSE against the curvature of the layer in p).
@@ -197,8 +217,8 @@ TEST(Learn, GradientMatchesFiniteDifferences) {
       for (int j = 0; j < 7; ++j) plus[size_t(j)].grad = minus[size_t(j)].grad = &scratch[size_t(j)];
       plus[size_t(k)].p[b] += eps;
       minus[size_t(k)].p[b] -= eps;
-      auto mp = (*step)->run(il, plus, x.data(), y.data(), 2, 1.0);
-      auto mm = (*step)->run(il, minus, x.data(), y.data(), 2, 1.0);
+      auto mp = step_->run(il, plus, x.data(), y.data(), 2, 1.0);
+      auto mm = step_->run(il, minus, x.data(), y.data(), 2, 1.0);
       ASSERT_TRUE(mp.is_ok() && mm.is_ok());
       const double fd = (*mp - *mm) / (2 * eps), g = grads[size_t(k)][b];
       EXPECT_NEAR(g, fd, 3e-3 * std::fabs(fd) + 1e-9) << kinds[k] << " candidate " << b;
@@ -212,54 +232,21 @@ TEST(Learn, GradientMatchesFiniteDifferences) {
 // The CE ablation's chain: forward through every layer, the KL of the final distribution
 // against the teacher's, backward layer by layer (recomputed). Its gradient with respect to
 // mixing weights in the first and the last layer matches central differences of the KL.
-TEST(Learn, ChainedKlGradientMatchesFiniteDifferences) {
-  TempDir dir;
-  const std::string pool = make_pool(dir);
-  auto man = Manifest::load(pool);
-  ASSERT_TRUE(man.is_ok());
-  auto store = CandidateStore::open(*man);
-  ASSERT_TRUE(store.is_ok()) << store.status().message();
-  CalibOptions co;
-  co.seq_len = 32;
-  co.calib_tokens = 64;
-  co.cache_root = dir / "act";
-  co.quiet = true;
-  auto cache = ActivationCache::open_or_build(gm::testing::stories260k(), co);
-  ASSERT_TRUE(cache.is_ok()) << cache.status().message();
-  auto step = LayerStep::create(gm::testing::stories260k(), 32, 2);
-  ASSERT_TRUE(step.is_ok()) << step.status().message();
-  const int L = man->n_layer;
+TEST_F(LayerGrad, ChainedKlGradientMatchesFiniteDifferences) {
+  const int L = man_.n_layer;
   const size_t n = size_t(2) * 32 * 64;
   std::vector<std::vector<float>> xs(size_t(L) + 1, std::vector<float>(n));
   std::vector<float> y(n), g(n), g2(n);
-  ASSERT_TRUE((*cache)->read(0, {0, 1}, xs[0].data()).is_ok());
-  ASSERT_TRUE((*cache)->read(L, {0, 1}, y.data()).is_ok());
-  std::vector<std::vector<float>> bufs;
-  bufs.reserve(64 * size_t(L));
+  ASSERT_TRUE(cache_->read(0, {0, 1}, xs[0].data()).is_ok());
+  ASSERT_TRUE(cache_->read(L, {0, 1}, y.data()).is_ok());
   std::vector<std::array<ModuleMix, 7>> base(static_cast<size_t>(L));
   std::vector<std::array<std::vector<double>, 7>> grads(static_cast<size_t>(L));
   std::mt19937 rng(5);
-  std::uniform_real_distribution<double> u(0.1, 1.0);
-  static const char* kinds[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
-  for (int l = 0; l < L; ++l)
-    for (int k = 0; k < 7; ++k) {
-      const ModuleEntry* e = man->find("blk." + std::to_string(l) + "." + kinds[k] + ".weight");
-      ASSERT_NE(e, nullptr);
-      double sum = 0;
-      for (const auto& c : e->candidates) {
-        bufs.emplace_back(size_t(e->n_params));
-        ASSERT_TRUE((*store)->dequantize(*e, c, bufs.back().data(), 2).is_ok());
-        base[size_t(l)][size_t(k)].cands.push_back(bufs.back().data());
-        base[size_t(l)][size_t(k)].p.push_back(u(rng));
-        sum += base[size_t(l)][size_t(k)].p.back();
-      }
-      for (double& p : base[size_t(l)][size_t(k)].p) p /= sum;
-      base[size_t(l)][size_t(k)].grad = &grads[size_t(l)][size_t(k)];
-    }
+  for (int l = 0; l < L; ++l) layer_mix(l, rng, base[size_t(l)], grads[size_t(l)]);
   auto kl_of = [&](std::vector<std::array<ModuleMix, 7>>& mix) -> double {
     for (int l = 0; l < L; ++l)
-      EXPECT_TRUE((*step)->forward(l, mix[size_t(l)], xs[size_t(l)].data(), xs[size_t(l) + 1].data(), 2).is_ok());
-    auto kl = (*step)->head_kl(xs[size_t(L)].data(), y.data(), g.data(), 2, 1.0);
+      EXPECT_TRUE(step_->forward(l, mix[size_t(l)], xs[size_t(l)].data(), xs[size_t(l) + 1].data(), 2).is_ok());
+    auto kl = step_->head_kl(xs[size_t(L)].data(), y.data(), g.data(), 2, 1.0);
     EXPECT_TRUE(kl.is_ok());
     return kl.is_ok() ? *kl : 0;
   };
@@ -267,7 +254,7 @@ TEST(Learn, ChainedKlGradientMatchesFiniteDifferences) {
   const double kl0 = kl_of(mix);
   EXPECT_GT(kl0, 0.0);
   for (int l = L - 1; l >= 0; --l) {
-    ASSERT_TRUE((*step)->backward(l, mix[size_t(l)], xs[size_t(l)].data(), g.data(), l > 0 ? g2.data() : nullptr, 2).is_ok());
+    ASSERT_TRUE(step_->backward(l, mix[size_t(l)], xs[size_t(l)].data(), g.data(), l > 0 ? g2.data() : nullptr, 2).is_ok());
     std::swap(g, g2);
   }
   const double eps = 2e-3;
