@@ -9,6 +9,14 @@
 
 namespace gm {
 
+namespace {
+// A layer's linear weights as used (mixed or the teacher's) and the candidates they mix.
+struct LayerWeights {
+  std::array<at::Tensor, kNumLinear> w;
+  std::array<std::vector<at::Tensor>, kNumLinear> cands;
+};
+}  // namespace
+
 struct LayerStep::Impl {
   std::unique_ptr<TorchModel> model;
   std::vector<LayerParams> params;
@@ -18,9 +26,8 @@ struct LayerStep::Impl {
   at::Tensor out_norm, head, head_bias;  // loaded on the first head_kl
 
   // Layer il's linear weights: W_mix = sum_b p_b W_b (requiring grad when `grad`), or the
-  // teacher's for modules without candidates. cands receives the candidates as tensors.
-  Status weights(int il, std::array<ModuleMix, 7>& mods, bool grad, std::array<at::Tensor, kNumLinear>& w,
-                 std::array<std::vector<at::Tensor>, kNumLinear>& cands);
+  // teacher's for modules without candidates; and the candidates as tensors.
+  Result<LayerWeights> weights(int il, std::array<ModuleMix, 7>& mods, bool grad);
 };
 
 LayerStep::LayerStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -41,8 +48,10 @@ Result<std::unique_ptr<LayerStep>> LayerStep::create(const std::string& teacher_
   return std::unique_ptr<LayerStep>(new LayerStep(std::move(impl)));
 }
 
-Status LayerStep::Impl::weights(int il, std::array<ModuleMix, 7>& mods, bool grad, std::array<at::Tensor, kNumLinear>& w,
-                                std::array<std::vector<at::Tensor>, kNumLinear>& cands) {
+Result<LayerWeights> LayerStep::Impl::weights(int il, std::array<ModuleMix, 7>& mods, bool grad) {
+  LayerWeights r;
+  auto& w = r.w;
+  auto& cands = r.cands;
   const HParams& hp = model->hparams();
   if (il < 0 || il >= hp.n_layer) return Status::errorf("no layer {}", il);
   const int64_t out[kNumLinear] = {hp.n_embd_q(), hp.n_embd_kv(), hp.n_embd_kv(), hp.n_embd, hp.n_ff, hp.n_ff, hp.n_embd};
@@ -69,13 +78,14 @@ Status LayerStep::Impl::weights(int il, std::array<ModuleMix, 7>& mods, bool gra
     }
     w[size_t(k)] = grad ? mix.requires_grad_(true) : mix;
   }
-  return Status::ok();
+  return r;
 }
 
 namespace {
 // dL/dp_b = <dL/dW_mix, W_b>, accumulated into each module's grad.
-void accumulate_grads(std::array<ModuleMix, 7>& mods, const std::array<at::Tensor, kNumLinear>& w,
-                      const std::array<std::vector<at::Tensor>, kNumLinear>& cands) {
+void accumulate_grads(std::array<ModuleMix, 7>& mods, const LayerWeights& lw) {
+  const auto& w = lw.w;
+  const auto& cands = lw.cands;
   at::NoGradGuard no_grad;
   for (int k = 0; k < kNumLinear; ++k) {
     auto& m = mods[size_t(k)];
@@ -93,19 +103,17 @@ Result<double> LayerStep::run(int il, std::array<ModuleMix, 7>& mods, const floa
   Impl& im = *impl_;
   const HParams& hp = im.model->hparams();
   const auto f32 = at::TensorOptions().dtype(at::kFloat);
-  std::array<at::Tensor, kNumLinear> w;
-  std::array<std::vector<at::Tensor>, kNumLinear> cands;
-  GAMMA_RETURN_IF_ERROR(im.weights(il, mods, backward, w, cands));
+  GAMMA_ASSIGN_OR_RETURN(auto lw, im.weights(il, mods, backward));
   const int64_t T = im.seq_len;
   std::unique_ptr<at::NoGradGuard> no_grad_fwd;
   if (!backward) no_grad_fwd = std::make_unique<at::NoGradGuard>();
   auto xt = at::from_blob(const_cast<float*>(x), {n_seq, T, hp.n_embd}, f32);
   auto yt = at::from_blob(const_cast<float*>(y), {n_seq, T, hp.n_embd}, f32);
-  auto out_t = layer_forward(hp, im.params[size_t(il)], w, im.pos, xt);
+  auto out_t = layer_forward(hp, im.params[size_t(il)], lw.w, im.pos, xt);
   auto mse = (out_t - yt).pow(2).mean();
   if (!backward) return mse.item<double>();
   (mse * scale).backward();
-  accumulate_grads(mods, w, cands);
+  accumulate_grads(mods, lw);
   return mse.item<double>();
 }
 
@@ -113,13 +121,11 @@ Status LayerStep::forward(int il, std::array<ModuleMix, 7>& mods, const float* x
   Impl& im = *impl_;
   const HParams& hp = im.model->hparams();
   const auto f32 = at::TensorOptions().dtype(at::kFloat);
-  std::array<at::Tensor, kNumLinear> w;
-  std::array<std::vector<at::Tensor>, kNumLinear> cands;
-  GAMMA_RETURN_IF_ERROR(im.weights(il, mods, false, w, cands));
+  GAMMA_ASSIGN_OR_RETURN(auto lw, im.weights(il, mods, false));
   at::NoGradGuard no_grad;
   const int64_t T = im.seq_len;
   auto xt = at::from_blob(const_cast<float*>(x), {n_seq, T, hp.n_embd}, f32);
-  at::from_blob(y, {n_seq, T, hp.n_embd}, f32).copy_(layer_forward(hp, im.params[size_t(il)], w, im.pos, xt));
+  at::from_blob(y, {n_seq, T, hp.n_embd}, f32).copy_(layer_forward(hp, im.params[size_t(il)], lw.w, im.pos, xt));
   return Status::ok();
 }
 
@@ -128,15 +134,13 @@ Status LayerStep::backward(int il, std::array<ModuleMix, 7>& mods, const float* 
   Impl& im = *impl_;
   const HParams& hp = im.model->hparams();
   const auto f32 = at::TensorOptions().dtype(at::kFloat);
-  std::array<at::Tensor, kNumLinear> w;
-  std::array<std::vector<at::Tensor>, kNumLinear> cands;
-  GAMMA_RETURN_IF_ERROR(im.weights(il, mods, true, w, cands));
+  GAMMA_ASSIGN_OR_RETURN(auto lw, im.weights(il, mods, true));
   const int64_t T = im.seq_len;
   auto xt = at::from_blob(const_cast<float*>(x), {n_seq, T, hp.n_embd}, f32).clone();
   if (grad_x) xt.requires_grad_(true);
   auto gy = at::from_blob(const_cast<float*>(grad_y), {n_seq, T, hp.n_embd}, f32);
-  layer_forward(hp, im.params[size_t(il)], w, im.pos, xt).backward(gy);
-  accumulate_grads(mods, w, cands);
+  layer_forward(hp, im.params[size_t(il)], lw.w, im.pos, xt).backward(gy);
+  accumulate_grads(mods, lw);
   if (grad_x) {
     at::NoGradGuard no_grad;
     at::from_blob(grad_x, {n_seq, T, hp.n_embd}, f32).copy_(xt.grad());
