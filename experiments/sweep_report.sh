@@ -29,4 +29,5 @@ for f in sorted(glob.glob(f"{R}/evals/*.json")):
 json.dump({"schema": "gamma.runs", "version": 1, "pool": pool, "runs": runs}, open(f"{S}/runs.json", "w"), indent=1)
 print(f"{len(runs)} runs")
 PY
+rm -f "$R"/*.png  # plots of runs no longer in the sweep
 "$root/build/cli/gamma" report "$S/runs.json" -o "$R"
