@@ -128,6 +128,7 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
 }
 
 int hawq_main(int argc, char** argv) {
+  capture_ggml_logs();  // libllama's load chatter (activation cache) only on failure
   HawqOptions o;
   CLI::App app{"HAWQ-V2 scores: Hutchinson Hessian trace x squared perturbation per module and candidate", "gamma hawq"};
   app.add_option("pool", o.pool_dir, "pool directory (gamma pool)")->required();
