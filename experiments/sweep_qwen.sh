@@ -22,6 +22,7 @@ mkdir -p $S/models $S/mixes $W/scores $R/plans $R/evals
 T=${THREADS:-2}; CH=${CHUNKS:-8}; MC_LIMIT=${MC_LIMIT:-100}
 POOL=$W/pool-imx; TEACHER=$W/teacher-f32.gguf; IMX=$W/imatrix.gguf
 PHASES=${PHASES:-"mixes hawq sizes budgets uniform ablations tasks"}
+ABLATIONS=${ABLATIONS:-"p tau1 dnas ce at"}
 MIXES=${MIXES:-"Q3_K_M Q2_K Q3_K_S Q3_K_L Q4_K_S Q4_K_M"}
 BUDGETS=${BUDGETS:-"2.75 3.25 3.75 3.0 3.5 4.0"}
 # Stage I recipe of every learned score here (results/README.md): 200 steps x 4 of 28 layers,
@@ -36,6 +37,7 @@ wiki=$root/../shared/data/text/wiki.test.raw
 now() { date +%s.%N; }
 log() { echo "[$(date -u +%H:%M:%S)] $*"; }
 has() { [[ " $PHASES " == *" $1 "* ]]; }
+ablation() { [[ " $ABLATIONS " == *" $1 "* ]]; }
 # The same scores as log p (the learned order among a module's non-argmax candidates).
 logp() {  # SCORES -> path of its log p twin
   local out=$W/scores/$(basename ${1%.json})-logp.json
@@ -108,19 +110,23 @@ fi
 # 4. Ablations of GAMMA at the Q3_K_M size (and at budget 3.75 for score reuse).
 if has ablations && [ -f $R/evals/llama-Q3_K_M.json ]; then
   sz=$(mix_bytes Q3_K_M)
-  plan_eval gamma-size-Q3_K_M $G solve --scores $SCORES --pool $POOL --size $sz $FILL
-  plan_eval gammatau1-size-Q3_K_M $G solve --scores $(logp $TAU1) --pool $POOL --size $sz $FILL
-  DNAS=$root/results/learn_qwen1.5b_imatrix_3.0bpw_dnas.json
-  learn $DNAS --bpw 3.0 $RECIPE --penalty dnas
-  plan_eval gammadnas-size-Q3_K_M $G solve --scores $(logp $DNAS) --pool $POOL --size $sz $FILL
-  # CE: every layer every step (chained), so fewer, smaller steps; lr x steps as the recipe's.
-  CE=$root/results/learn_qwen1.5b_imatrix_3.0bpw_ce.json
-  learn $CE --bpw 3.0 --objective ce --steps 40 --batch 1 --calib-tokens 4096 --seq-len 256 --lr 0.05 --tau-end 0.05
-  plan_eval gammace-size-Q3_K_M $G solve --scores $(logp $CE) --pool $POOL --size $sz $FILL
-  # Scores learned at the budget itself vs reused from 3.0 (gammalogp-3.75).
-  AT=$root/results/learn_qwen1.5b_imatrix_3.75bpw_tau0.05.json
-  learn $AT --bpw 3.75 $RECIPE
-  plan_eval gammaat-3.75 $G solve --scores $(logp $AT) --pool $POOL --bpw 3.75 $FILL
+  if ablation p; then plan_eval gamma-size-Q3_K_M $G solve --scores $SCORES --pool $POOL --size $sz $FILL; fi
+  if ablation tau1; then plan_eval gammatau1-size-Q3_K_M $G solve --scores $(logp $TAU1) --pool $POOL --size $sz $FILL; fi
+  if ablation dnas; then
+    DNAS=$root/results/learn_qwen1.5b_imatrix_3.0bpw_dnas.json
+    learn $DNAS --bpw 3.0 $RECIPE --penalty dnas
+    plan_eval gammadnas-size-Q3_K_M $G solve --scores $(logp $DNAS) --pool $POOL --size $sz $FILL
+  fi
+  if ablation ce; then  # every layer every step (chained): fewer, smaller steps; lr x steps as the recipe's
+    CE=$root/results/learn_qwen1.5b_imatrix_3.0bpw_ce.json
+    learn $CE --bpw 3.0 --objective ce --steps 40 --batch 1 --calib-tokens 4096 --seq-len 256 --lr 0.05 --tau-end 0.05
+    plan_eval gammace-size-Q3_K_M $G solve --scores $(logp $CE) --pool $POOL --size $sz $FILL
+  fi
+  if ablation at; then  # scores learned at the budget itself vs reused from 3.0 (gammalogp-3.75)
+    AT=$root/results/learn_qwen1.5b_imatrix_3.75bpw_tau0.05.json
+    learn $AT --bpw 3.75 $RECIPE
+    plan_eval gammaat-3.75 $G solve --scores $(logp $AT) --pool $POOL --bpw 3.75 $FILL
+  fi
 fi
 # 5. Zero-shot tasks for the size-matched set at each mix size (same items for all).
 if has tasks && [ "$MC_LIMIT" -gt 0 ]; then
