@@ -6,7 +6,7 @@
 #     once at 3.0 bpw, tau annealed, re-solved per budget with --fill; scores log p), the
 #     static proxy (-rel_err from the manifest), HAWQ-V2 (gamma hawq); uniform types;
 #   - ablations at the Q3_K_M size: GAMMA scores as p (the paper's Stage II objective), tau
-#     fixed at 1, the DNAS-style penalty, CE on the final logits, and scores learned at the
+#     fixed at 1 (lr 0.005 and 0.05), the DNAS-style penalty, CE on the final logits, and scores learned at the
 #     budget itself instead of reused from 3.0.
 # Per model: KLD / top-1 / PPL on wiki.test.raw (same CHUNKS for all), then arc_easy + piqa
 # (--limit MC_LIMIT, same items) for the size-matched set.
@@ -22,7 +22,7 @@ mkdir -p $S/models $S/mixes $W/scores $R/plans $R/evals
 T=${THREADS:-2}; CH=${CHUNKS:-8}; MC_LIMIT=${MC_LIMIT:-100}
 POOL=$W/pool-imx; TEACHER=$W/teacher-f32.gguf; IMX=$W/imatrix.gguf
 PHASES=${PHASES:-"mixes hawq sizes budgets uniform ablations tasks"}
-ABLATIONS=${ABLATIONS:-"p tau1 dnas ce at"}
+ABLATIONS=${ABLATIONS:-"p tau1 lr dnas ce at"}
 MIXES=${MIXES:-"Q3_K_M Q2_K Q3_K_S Q3_K_L Q4_K_S Q4_K_M"}
 BUDGETS=${BUDGETS:-"2.75 3.25 3.75 3.0 3.5 4.0"}
 # Stage I recipe of every learned score here (results/README.md): 200 steps x 4 of 28 layers,
@@ -112,6 +112,12 @@ if has ablations && [ -f $R/evals/llama-Q3_K_M.json ]; then
   sz=$(mix_bytes Q3_K_M)
   if ablation p; then plan_eval gamma-size-Q3_K_M $G solve --scores $SCORES --pool $POOL --size $sz $FILL; fi
   if ablation tau1; then plan_eval gammatau1-size-Q3_K_M $G solve --scores $(logp $TAU1) --pool $POOL --size $sz $FILL; fi
+  if ablation lr; then  # tau fixed at 1 (as the paper) but lr 0.05: can p peak in 200 steps?
+    LR=$root/results/learn_qwen1.5b_imatrix_3.0bpw_lr0.05.json
+    learn $LR --bpw 3.0 --steps 200 --layers-per-step 4 --batch 2 --calib-tokens 4096 --seq-len 256 --lr 0.05
+    plan_eval gammalr-size-Q3_K_M $G solve --scores $LR --pool $POOL --size $sz $FILL
+    plan_eval gammalrlogp-size-Q3_K_M $G solve --scores $(logp $LR) --pool $POOL --size $sz $FILL
+  fi
   if ablation dnas; then
     DNAS=$root/results/learn_qwen1.5b_imatrix_3.0bpw_dnas.json
     learn $DNAS --bpw 3.0 $RECIPE --penalty dnas
