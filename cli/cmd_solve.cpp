@@ -19,6 +19,7 @@ struct SolveOpts {
   std::vector<std::string> allow, pin;
   double time_limit = 60;
   double fill = 0;
+  std::string transform = "score";
 };
 
 // --fill F: Stage I's p does not reward bits, so a budget above the learned target is left
@@ -115,6 +116,7 @@ void run_solve(const SolveOpts& o) {
 
   Manifest m = value_or_fail(Manifest::load(o.pool));
   solve::Scores scores = value_or_fail(o.from_manifest ? solve::Scores::from_manifest(m) : solve::Scores::load(o.scores));
+  fail_if(scores.transform(o.transform, m));
   solve::KnapsackOptions kopt;
   kopt.max_seconds = o.time_limit;
   const solve::Scores scores_copy = scores;  // --fill re-weights copies
@@ -130,6 +132,7 @@ void run_solve(const SolveOpts& o) {
     solve::Allocation a = o.fill > 0 ? solve_filled(m, scores_copy, cs, kopt, budget, o.fill, &kappa)
                                      : value_or_fail(alloc.solve(budget));
     if (o.fill > 0) a.plan.info["fill"] = {{"fraction", o.fill}, {"kappa", kappa}};
+    if (o.transform != "score") a.plan.info["transform"] = o.transform;
     check_optimal(a);
     fail_if(a.plan.save(o.out));
     report(a, o.out, o.require_optimal);
@@ -169,6 +172,7 @@ void add_solve(CLI::App& app) {
   c->add_option("--allow", o->allow, "PATTERN=ID[,ID...]: modules matching PATTERN (regex) use only these candidates");
   c->add_option("--pin", o->pin, "PATTERN=ID: modules matching PATTERN (regex) use this candidate");
   c->add_option("--time-limit", o->time_limit, "seconds per budget before giving up the proof (gap reported)");
+  c->add_option("--transform", o->transform, "score, log or size-log: solve on log p or size-weighted log p of probability scores (Stage I's p)")->capture_default_str();
   c->add_option("--fill", o->fill, "spend at least this fraction of the budget (e.g. 0.995): scores reused away from their learned target");
   c->add_flag("--require-optimal", o->require_optimal, "fail (write nothing) unless every plan is proven optimal");
   c->add_option("-o,--output", o->out, "plan JSON to write (a directory with --sweep)")->required();

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -188,6 +189,44 @@ TEST_F(SolveCli, FillSpendsTheBudgetThatPeakedScoresLeave) {
   EXPECT_LE(spent, 4.0);
   EXPECT_GT(b->info["fill"]["kappa"].get<double>(), 0);
   expect_fails(fmt::format("--scores {} --bpw 4.0 --fill 1.5 -o {}", sc, tmp_ / "x.json"), "--fill", tmp_ / "x.json");
+}
+
+TEST_F(SolveCli, TransformSolvesOnLogAndSizeWeightedLogP) {
+  // Probability scores: --transform log / size-log give exactly the plans of files holding
+  // log p and (n_params / mean n_params) log p; scores that are not probabilities are refused.
+  json probs = scores_json_, logp = scores_json_, sizelogp = scores_json_;
+  double mean_n = 0;
+  for (const auto& e : m_.modules) mean_n += double(e.n_params) / double(m_.modules.size());
+  uint64_t seed = 7;
+  for (const auto& e : m_.modules)
+    for (const auto& c : e.candidates) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      const double p = 0.05 + double(seed >> 40) / double(1ull << 24);  // in (0.05, 1.05)
+      probs["modules"][e.name]["score"][c.id] = p;
+      logp["modules"][e.name]["score"][c.id] = std::log(p);
+      sizelogp["modules"][e.name]["score"][c.id] = double(e.n_params) / mean_n * std::log(p);
+    }
+  std::map<std::string, std::string> files;
+  for (auto& [name, j] : std::map<std::string, json*>{{"p", &probs}, {"logp", &logp}, {"sizelogp", &sizelogp}}) {
+    files[name] = tmp_ / (name + ".json");
+    ASSERT_TRUE(write_json(files[name], *j).is_ok());
+  }
+  auto plan_of = [&](const std::string& args, const std::string& out) {
+    auto r = gm::testing::gamma(fmt::format("solve --pool {} --bpw 3.5 {} -o {}", pool_, args, tmp_ / out));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    auto p = Plan::load(tmp_ / out);
+    EXPECT_TRUE(p.is_ok());
+    return p.is_ok() ? p->modules : std::map<std::string, std::string>{};
+  };
+  const auto via_log = plan_of("--scores " + files["p"] + " --transform log", "a.json");
+  EXPECT_EQ(via_log, plan_of("--scores " + files["logp"], "b.json"));
+  const auto via_size = plan_of("--scores " + files["p"] + " --transform size-log", "c.json");
+  EXPECT_EQ(via_size, plan_of("--scores " + files["sizelogp"], "d.json"));
+  EXPECT_NE(via_log, via_size);  // the weighting matters on this instance
+  expect_fails(fmt::format("--score-from-manifest --bpw 3.5 --transform log -o {}", tmp_ / "x.json"), "needs probabilities > 0",
+               tmp_ / "x.json");
+  expect_fails(fmt::format("--scores {} --bpw 3.5 --transform sqrt -o {}", files["p"], tmp_ / "x.json"), "--transform must be",
+               tmp_ / "x.json");
 }
 
 TEST_F(SolveCli, SizeBudgetCountsTheWholeFile) {

@@ -51,6 +51,25 @@ Result<Scores> Scores::from_manifest(const Manifest& m) {
   return s;
 }
 
+Status Scores::transform(const std::string& how, const Manifest& m) {
+  if (how == "score") return Status::ok();
+  if (how != "log" && how != "size-log") return Status::errorf("--transform must be score, log or size-log (got {})", how);
+  double mean_n = 0;
+  for (const auto& e : m.modules) mean_n += double(e.n_params) / double(m.modules.size());
+  for (auto& [name, row] : score) {
+    const ModuleEntry* e = m.find(name);
+    const double w = how == "log" || !e ? 1.0 : double(e->n_params) / mean_n;
+    for (auto& [cand, v] : row) {
+      if (!(v > 0))
+        return Status::errorf("--transform {} needs probabilities > 0; {} scores {} of module {} as {}", how, source, cand,
+                              name, v);
+      v = w * std::log(v);
+    }
+  }
+  method += "/" + how;
+  return Status::ok();
+}
+
 Status Scores::check(const Manifest& m, size_t* unscored) const {
   if (!model_fingerprint.empty() && model_fingerprint != m.model_fingerprint)
     return Status::errorf("{} scores another model (fingerprint {}…, pool has {}…)", source,

@@ -28,6 +28,13 @@ struct Scores {
   // score = -rel_err of every candidate in the manifest.
   static Result<Scores> from_manifest(const Manifest& m);
 
+  // Re-expresses probability scores (Stage I's p) before solving. "log": log p, the plan's
+  // log-likelihood under the learned distributions. "size-log": n_params / mean n_params x
+  // log p: Stage I prices a module's bits by its parameter count (b-hat is parameter-weighted),
+  // so its evidence is per weight; weighting by size puts modules on the per-byte scale the
+  // budget (and --fill's price) uses. Needs every score > 0. "score": unchanged.
+  Status transform(const std::string& how, const Manifest& m);
+
   // Checks the scores against the pool: same model, no module or candidate the pool lacks,
   // every pool module scored. A pool candidate without a score is simply not a choice;
   // `unscored` counts those.
