@@ -22,7 +22,7 @@ mkdir -p $S/models $S/mixes $W/scores $R/plans $R/evals
 T=${THREADS:-2}; CH=${CHUNKS:-8}; MC_LIMIT=${MC_LIMIT:-100}
 POOL=$W/pool-imx; TEACHER=$W/teacher-f32.gguf; IMX=$W/imatrix.gguf
 PHASES=${PHASES:-"mixes hawq sizes budgets uniform ablations tasks"}
-ABLATIONS=${ABLATIONS:-"p tau1 lr dnas ce at"}
+ABLATIONS=${ABLATIONS:-"p tau1 lr sizelog null dnas ce at"}
 MIXES=${MIXES:-"Q3_K_M Q2_K Q3_K_S Q3_K_L Q4_K_S Q4_K_M"}
 BUDGETS=${BUDGETS:-"2.75 3.25 3.75 3.0 3.5 4.0"}
 # Stage I recipe of every learned score here (results/README.md): 200 steps x 4 of 28 layers,
@@ -91,8 +91,15 @@ if has hawq && [ ! -f $HAWQ ]; then
 fi
 LOGP=$(logp $SCORES)
 # 3. Every allocator at each mix's file size, then at fixed linear-bpw budgets.
+# EXTRA="NAME:SCORES:TRANSFORM ..." adds GAMMA variants (solve --transform) to every budget.
+EXTRA=${EXTRA:-"gammat1sl:$TAU1:size-log"}
 alloc() {  # SUFFIX and solve budget arguments
   local sfx=$1; shift
+  local spec
+  for spec in $EXTRA; do
+    IFS=: read -r xn xs xt <<< "$spec"
+    plan_eval $xn-$sfx $G solve --scores $xs --transform $xt --pool $POOL "$@" $FILL
+  done
   plan_eval gammalogp-$sfx $G solve --scores $LOGP --pool $POOL "$@" $FILL
   plan_eval static-$sfx $G solve --score-from-manifest --pool $POOL "$@"
   [ -f $HAWQ ] && plan_eval hawq-$sfx $G solve --scores $HAWQ --pool $POOL "$@"
@@ -117,6 +124,17 @@ if has ablations && [ -f $R/evals/llama-Q3_K_M.json ]; then
     learn $LR --bpw 3.0 --steps 200 --layers-per-step 4 --batch 2 --calib-tokens 4096 --seq-len 256 --lr 0.05
     plan_eval gammalr-size-Q3_K_M $G solve --scores $LR --pool $POOL --size $sz $FILL
     plan_eval gammalrlogp-size-Q3_K_M $G solve --scores $(logp $LR) --pool $POOL --size $sz $FILL
+  fi
+  if ablation sizelog; then  # Stage II on size-weighted log p (solve --transform size-log)
+    plan_eval gammat1sl-size-Q3_K_M $G solve --scores $TAU1 --transform size-log --pool $POOL --size $sz $FILL
+    plan_eval gammasl-size-Q3_K_M $G solve --scores $SCORES --transform size-log --pool $POOL --size $sz $FILL
+    LR=$root/results/learn_qwen1.5b_imatrix_3.0bpw_lr0.05.json
+    [ -f $LR ] && plan_eval gammalrsl-size-Q3_K_M $G solve --scores $LR --transform size-log --pool $POOL --size $sz $FILL
+  fi
+  if ablation null; then  # control: Stage I's starting point (no step), size-log: what the weighting alone does
+    NULL=$root/results/gamma_null_3.0bpw.json
+    [ -f $NULL ] || python3 $root/experiments/null_scores.py $TAU1 $POOL/manifest.json -o $NULL
+    plan_eval gammanull-size-Q3_K_M $G solve --scores $NULL --transform size-log --pool $POOL --size $sz $FILL
   fi
   if ablation dnas; then
     DNAS=$root/results/learn_qwen1.5b_imatrix_3.0bpw_dnas.json
