@@ -155,7 +155,7 @@ fi
 # 5. Zero-shot tasks for the size-matched set at each mix size (same items for all).
 if has tasks && [ "$MC_LIMIT" -gt 0 ]; then
   for m in $MIXES; do
-    for name in llama-$m gammalogp-size-$m static-size-$m hawq-size-$m; do
+    for name in llama-$m hawq-size-$m gammasl-size-$m static-size-$m gammalogp-size-$m; do
       [ -f $R/evals/$name.mc$MC_LIMIT.json ] && continue
       [ -f $R/evals/$name.json ] || continue
       log "tasks $name"
