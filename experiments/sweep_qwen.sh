@@ -3,10 +3,11 @@
 # through one imatrix pool (learn_qwen.sh's), one solver and one shared teacher base file:
 #   - llama.cpp's mixes (the vendored llama-quantize, same teacher + imatrix);
 #   - at each mix's file size and at fixed linear-bpw budgets: GAMMA (Stage I scores learned
-#     once at 3.0 bpw, tau annealed, re-solved per budget with --fill; scores log p), the
-#     static proxy (-rel_err from the manifest), HAWQ-V2 (gamma hawq); uniform types;
+#     once at 3.0 bpw, re-solved per budget with --fill; as log p, and the EXTRA variants with
+#     solve --transform size-log), the static proxy (-rel_err from the manifest), HAWQ-V2
+#     (gamma hawq); uniform types;
 #   - ablations at the Q3_K_M size: GAMMA scores as p (the paper's Stage II objective), tau
-#     fixed at 1 (lr 0.005 and 0.05), the DNAS-style penalty, CE on the final logits, and scores learned at the
+#     fixed at 1 (lr 0.005 and 0.05), size-log Stage II, the no-learning control, the DNAS-style penalty, CE on the final logits, and scores learned at the
 #     budget itself instead of reused from 3.0.
 # Per model: KLD / top-1 / PPL on wiki.test.raw (same CHUNKS for all), then arc_easy + piqa
 # (--limit MC_LIMIT, same items) for the size-matched set.
