@@ -7,8 +7,9 @@
 #     solve --transform size-log), the static proxy (-rel_err from the manifest), HAWQ-V2
 #     (gamma hawq); uniform types;
 #   - ablations at the Q3_K_M size: GAMMA scores as p (the paper's Stage II objective), tau
-#     fixed at 1 (lr 0.005 and 0.05), size-log Stage II, the no-learning control, the DNAS-style penalty, CE on the final logits, and scores learned at the
-#     budget itself instead of reused from 3.0.
+#     fixed at 1 (lr 0.005 and 0.05), size-log Stage II, the no-learning control, the
+#     DNAS-style penalty and CE on the final logits (both solved as size-log, the main
+#     variant), and scores learned at 3.75 and 2.75 instead of reused from 3.0.
 # Per model: KLD / top-1 / PPL on wiki.test.raw (same CHUNKS for all), then arc_easy + piqa
 # (--limit MC_LIMIT, same items) for the size-matched set.
 # Resumable and cached by name: plans and evaluations are written (atomically) straight into
@@ -23,7 +24,7 @@ mkdir -p $S/models $S/mixes $W/scores $R/plans $R/evals
 T=${THREADS:-2}; CH=${CHUNKS:-8}; MC_LIMIT=${MC_LIMIT:-100}
 POOL=$W/pool-imx; TEACHER=$W/teacher-f32.gguf; IMX=$W/imatrix.gguf
 PHASES=${PHASES:-"mixes hawq sizes budgets uniform ablations tasks"}
-ABLATIONS=${ABLATIONS:-"p tau1 lr sizelog null dnas ce at"}
+ABLATIONS=${ABLATIONS:-"p tau1 sizelog null at dnas ce lr"}
 MIXES=${MIXES:-"Q3_K_M Q2_K Q3_K_S Q3_K_L Q4_K_S Q4_K_M"}
 BUDGETS=${BUDGETS:-"2.75 3.25 3.75 3.0 3.5 4.0"}
 # Stage I recipe of every learned score here (results/README.md): 200 steps x 4 of 28 layers,
@@ -92,7 +93,8 @@ if has hawq && [ ! -f $HAWQ ]; then
 fi
 LOGP=$(logp $SCORES)
 # 3. Every allocator at each mix's file size, then at fixed linear-bpw budgets.
-# EXTRA="NAME:SCORES:TRANSFORM ..." adds GAMMA variants (solve --transform) to every budget.
+# EXTRA="NAME:SCORES:TRANSFORM ..." adds GAMMA variants (solve --transform) to every budget;
+# LOGP_RUNS=0 drops the plain log p variant.
 EXTRA=${EXTRA:-"gammat1sl:$TAU1:size-log"}
 alloc() {  # SUFFIX and solve budget arguments
   local sfx=$1; shift
@@ -101,7 +103,7 @@ alloc() {  # SUFFIX and solve budget arguments
     IFS=: read -r xn xs xt <<< "$spec"
     plan_eval $xn-$sfx $G solve --scores $xs --transform $xt --pool $POOL "$@" $FILL
   done
-  plan_eval gammalogp-$sfx $G solve --scores $LOGP --pool $POOL "$@" $FILL
+  [ "${LOGP_RUNS:-1}" = 0 ] || plan_eval gammalogp-$sfx $G solve --scores $LOGP --pool $POOL "$@" $FILL
   plan_eval static-$sfx $G solve --score-from-manifest --pool $POOL "$@"
   [ -f $HAWQ ] && plan_eval hawq-$sfx $G solve --scores $HAWQ --pool $POOL "$@"
   return 0
@@ -140,17 +142,19 @@ if has ablations && [ -f $R/evals/llama-Q3_K_M.json ]; then
   if ablation dnas; then
     DNAS=$root/results/learn_qwen1.5b_imatrix_3.0bpw_dnas.json
     learn $DNAS --bpw 3.0 $RECIPE --penalty dnas
-    plan_eval gammadnas-size-Q3_K_M $G solve --scores $(logp $DNAS) --pool $POOL --size $sz $FILL
+    plan_eval gammadnas-size-Q3_K_M $G solve --scores $DNAS --transform size-log --pool $POOL --size $sz $FILL
   fi
   if ablation ce; then  # every layer every step (chained): fewer, smaller steps; lr x steps as the recipe's
     CE=$root/results/learn_qwen1.5b_imatrix_3.0bpw_ce.json
     learn $CE --bpw 3.0 --objective ce --steps 40 --batch 1 --calib-tokens 4096 --seq-len 256 --lr 0.05 --tau-end 0.05
-    plan_eval gammace-size-Q3_K_M $G solve --scores $(logp $CE) --pool $POOL --size $sz $FILL
+    plan_eval gammace-size-Q3_K_M $G solve --scores $CE --transform size-log --pool $POOL --size $sz $FILL
   fi
-  if ablation at; then  # scores learned at the budget itself vs reused from 3.0 (gammalogp-3.75)
-    AT=$root/results/learn_qwen1.5b_imatrix_3.75bpw_tau0.05.json
-    learn $AT --bpw 3.75 $RECIPE
-    plan_eval gammaat-3.75 $G solve --scores $(logp $AT) --pool $POOL --bpw 3.75 $FILL
+  if ablation at; then  # scores learned at the budget itself vs reused from 3.0 (gammasl-B)
+    for b in ${AT_BUDGETS:-3.75 2.75}; do
+      AT=$root/results/learn_qwen1.5b_imatrix_${b}bpw_tau0.05.json
+      learn $AT --bpw $b $RECIPE
+      plan_eval gammaatsl-$b $G solve --scores $AT --transform size-log --pool $POOL --bpw $b $FILL
+    done
   fi
 fi
 # 5. Zero-shot tasks for the size-matched set at each mix size (same items for all).

@@ -28,6 +28,26 @@ for f in sorted(glob.glob(f"{R}/evals/*.json")):
     runs.append(r)
 json.dump({"schema": "gamma.runs", "version": 1, "pool": pool, "runs": runs}, open(f"{S}/runs.json", "w"), indent=1)
 print(f"{len(runs)} runs")
+
+# Total compute of the sweep, from the seconds each result file records (llama-quantize times
+# live in WORK; they are kept in R/wall_time.json once seen). Not counted: gamma emit/solve
+# (seconds each), the teacher, imatrix and pool (setup, results/README.md).
+wt_path = f"{R}/wall_time.json"
+old = json.load(open(wt_path)) if os.path.exists(wt_path) else {}
+quant = dict(old.get("llama_quantize_seconds", {}))
+for f in glob.glob(f"{S}/mixes/*.seconds"):
+    quant[os.path.basename(f)[:-8]] = float(open(f).read())
+evals = sum(json.load(open(f))["seconds"] for f in glob.glob(f"{R}/evals/*.json") if ".mc" not in f)
+tasks = sum(json.load(open(f))["seconds"] for f in glob.glob(f"{R}/evals/*.mc*.json"))
+root = os.path.dirname(os.path.dirname(R))
+stage1 = {}
+for f in sorted(glob.glob(f"{root}/results/learn_qwen1.5b_imatrix_*bpw*.json")) + [f"{root}/results/hawq_qwen1.5b_imatrix.json"]:
+    if os.path.exists(f): stage1[os.path.basename(f)] = json.load(open(f))["stats"]["seconds"]
+wt = {"evals_seconds": evals, "tasks_seconds": tasks, "llama_quantize_seconds": quant,
+      "scores_seconds": stage1,
+      "total_hours": (evals + tasks + sum(quant.values()) + sum(stage1.values())) / 3600}
+json.dump(wt, open(wt_path + ".tmp", "w"), indent=1); os.replace(wt_path + ".tmp", wt_path)
+print(f"total compute {wt['total_hours']:.2f} h")
 PY
 rm -f "$R"/*.png  # plots of runs no longer in the sweep
 "$root/build/cli/gamma" report "$S/runs.json" -o "$R"
