@@ -36,9 +36,10 @@ n = {e["name"]: e["n_params"] for e in json.load(open(a.manifest))["modules"]}
 h = json.load(open(a.hawq))["modules"]
 names = sorted(h)
 benefit = [(h[k]["score"]["Q4_K"] - h[k]["score"]["Q2_K"]) / n[k] for k in names]
-kinds = sorted({k.split(".")[2] for k in names})
+kind = {k: k.split(".")[2] for k in names}  # blk.N.KIND
+kinds = sorted(set(kind.values()))
 out = {"schema": "gamma.stage1_diagnostics", "version": 1, "hawq": os.path.basename(a.hawq),
-       "hawq_benefit_per_weight_by_kind": {kd: statistics.fmean(b for k, b in zip(names, benefit) if k.split(".")[2] == kd) for kd in kinds},
+       "hawq_benefit_per_weight_by_kind": {kd: statistics.fmean(b for k, b in zip(names, benefit) if kind[k] == kd) for kd in kinds},
        "runs": []}
 for f in a.scores:
     s = json.load(open(f))
@@ -51,10 +52,10 @@ for f in a.scores:
         "target_bpw": s.get("target_bpw"), "b_hat": s.get("final", {}).get("bpw_expected"),
         "spearman_vs_hawq": spearman(wish, benefit),
         # the same within each kind, across the 28 layers: not explained by module size
-        "spearman_vs_hawq_within_kind": {kd: spearman(*zip(*[(w, b) for k, w, b in zip(names, wish, benefit) if k.split(".")[2] == kd])) for kd in kinds},
+        "spearman_vs_hawq_within_kind": {kd: spearman(*zip(*[(w, b) for k, w, b in zip(names, wish, benefit) if kind[k] == kd])) for kd in kinds},
         "mean_max_p": statistics.fmean(max(m[k]["p"].values()) for k in names),
         "argmax_types": dict(Counter(max(m[k]["p"], key=m[k]["p"].get) for k in names)),
-        "wish_by_kind": {kd: statistics.fmean(w for k, w in zip(names, wish) if k.split(".")[2] == kd) for kd in kinds},
+        "wish_by_kind": {kd: statistics.fmean(w for k, w in zip(names, wish) if kind[k] == kd) for kd in kinds},
     })
 tmp = a.output + ".tmp"
 json.dump(out, open(tmp, "w"), indent=1); os.replace(tmp, a.output)

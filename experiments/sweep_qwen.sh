@@ -40,17 +40,6 @@ now() { date +%s.%N; }
 log() { echo "[$(date -u +%H:%M:%S)] $*"; }
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 ablation() { [[ " $ABLATIONS " == *" $1 "* ]]; }
-# The same scores as log p (the learned order among a module's non-argmax candidates).
-logp() {  # SCORES -> path of its log p twin
-  local out=$W/scores/$(basename ${1%.json})-logp.json
-  [ -f $out ] || python3 -c "
-import json, math, sys
-s = json.load(open(sys.argv[1]))
-for m in s['modules'].values(): m['score'] = {k: math.log(max(v, 1e-300)) for k, v in m['p'].items()}
-s['method'] = 'gamma-logp'; json.dump(s, open(sys.argv[2] + '.tmp', 'w'))
-import os; os.replace(sys.argv[2] + '.tmp', sys.argv[2])" $1 $out
-  echo $out
-}
 evaluate() {  # GGUF NAME
   [ -f $R/evals/$2.json ] && return 0
   $G eval "$1" --teacher $TEACHER --kld-base $BASE --text $wiki --ctx 512 --chunks $CH -t $T -q -o $R/evals/$2.json
@@ -91,7 +80,6 @@ if has hawq && [ ! -f $HAWQ ]; then
   $G hawq $POOL --teacher $TEACHER --samples 4 --batch 4 --calib-tokens 4096 --seq-len 256 -t $T -q -o $W/scores/hawq.json
   cp $W/scores/hawq.json $HAWQ
 fi
-LOGP=$(logp $SCORES)
 # 3. Every allocator at each mix's file size, then at fixed linear-bpw budgets.
 # EXTRA="NAME:SCORES:TRANSFORM ..." adds GAMMA variants (solve --transform) to every budget;
 # LOGP_RUNS=0 drops the plain log p variant.
@@ -103,7 +91,7 @@ alloc() {  # SUFFIX and solve budget arguments
     IFS=: read -r xn xs xt <<< "$spec"
     plan_eval $xn-$sfx $G solve --scores $xs --transform $xt --pool $POOL "$@" $FILL
   done
-  [ "${LOGP_RUNS:-1}" = 0 ] || plan_eval gammalogp-$sfx $G solve --scores $LOGP --pool $POOL "$@" $FILL
+  [ "${LOGP_RUNS:-1}" = 0 ] || plan_eval gammalogp-$sfx $G solve --scores $SCORES --transform log --pool $POOL "$@" $FILL
   plan_eval static-$sfx $G solve --score-from-manifest --pool $POOL "$@"
   [ -f $HAWQ ] && plan_eval hawq-$sfx $G solve --scores $HAWQ --pool $POOL "$@"
   return 0
@@ -121,12 +109,12 @@ fi
 if has ablations && [ -f $R/evals/llama-Q3_K_M.json ]; then
   sz=$(mix_bytes Q3_K_M)
   if ablation p; then plan_eval gamma-size-Q3_K_M $G solve --scores $SCORES --pool $POOL --size $sz $FILL; fi
-  if ablation tau1; then plan_eval gammatau1-size-Q3_K_M $G solve --scores $(logp $TAU1) --pool $POOL --size $sz $FILL; fi
+  if ablation tau1; then plan_eval gammatau1-size-Q3_K_M $G solve --scores $TAU1 --transform log --pool $POOL --size $sz $FILL; fi
   if ablation lr; then  # tau fixed at 1 (as the paper) but lr 0.05: can p peak in 200 steps?
     LR=$root/results/learn_qwen1.5b_imatrix_3.0bpw_lr0.05.json
     learn $LR --bpw 3.0 --steps 200 --layers-per-step 4 --batch 2 --calib-tokens 4096 --seq-len 256 --lr 0.05
     plan_eval gammalr-size-Q3_K_M $G solve --scores $LR --pool $POOL --size $sz $FILL
-    plan_eval gammalrlogp-size-Q3_K_M $G solve --scores $(logp $LR) --pool $POOL --size $sz $FILL
+    plan_eval gammalrlogp-size-Q3_K_M $G solve --scores $LR --transform log --pool $POOL --size $sz $FILL
   fi
   if ablation sizelog; then  # Stage II on size-weighted log p (solve --transform size-log)
     plan_eval gammat1sl-size-Q3_K_M $G solve --scores $TAU1 --transform size-log --pool $POOL --size $sz $FILL
