@@ -11,7 +11,7 @@
 #     DNAS-style penalty and CE on the final logits (both solved as size-log, the main
 #     variant), and scores learned at 3.75 and 2.75 instead of reused from 3.0.
 # Per model: KLD / top-1 / PPL on wiki.test.raw (same CHUNKS for all), then arc_easy + piqa
-# (--limit MC_LIMIT, same items) for the size-matched set.
+# (--limit MC_LIMIT, same items) for every run.
 # Resumable and cached by name: plans and evaluations are written (atomically) straight into
 # results/sweep_qwen/{plans,evals}, which are committed, so a later session (or machine) skips
 # everything already measured; only pool, teacher and GGUFs live in WORK. PHASES picks what
@@ -145,18 +145,29 @@ if has ablations && [ -f $R/evals/llama-Q3_K_M.json ]; then
     done
   fi
 fi
-# 5. Zero-shot tasks for the size-matched set at each mix size (same items for all).
+# 5. Zero-shot tasks (same items for all): the main allocators at each mix size, then at each
+# budget, then every other run measured above.
+task_eval() {  # NAME: emit its plan (a llama.cpp mix is used as made), run arc_easy + piqa
+  local name=$1 g
+  [ -f $R/evals/$name.mc$MC_LIMIT.json ] && return 0
+  [ -f $R/evals/$name.json ] || return 0
+  if [[ $name == llama-* ]]; then
+    g=$S/mixes/${name#llama-}.gguf
+    [ -f $g ] || return 0  # a mix measured in an earlier session and not re-made here
+  else
+    g=$S/models/$name.gguf
+    $G emit $POOL $R/plans/$name.json -o $g >/dev/null
+  fi
+  log "tasks $name"
+  $G eval $g --tasks arc_easy,piqa --limit $MC_LIMIT -t $T -q -o $R/evals/$name.mc$MC_LIMIT.json
+  [[ $name == llama-* ]] || rm -f $g
+}
 if has tasks && [ "$MC_LIMIT" -gt 0 ]; then
   for m in $MIXES; do
-    for name in llama-$m hawq-size-$m gammasl-size-$m static-size-$m gammalogp-size-$m; do
-      [ -f $R/evals/$name.mc$MC_LIMIT.json ] && continue
-      [ -f $R/evals/$name.json ] || continue
-      log "tasks $name"
-      if [ $name = llama-$m ]; then g=$S/mixes/$m.gguf; else g=$S/models/$name.gguf; $G emit $POOL $R/plans/$name.json -o $g >/dev/null; fi
-      [ -f $g ] || continue  # a mix measured in an earlier session and not re-made here
-      $G eval $g --tasks arc_easy,piqa --limit $MC_LIMIT -t $T -q -o $R/evals/$name.mc$MC_LIMIT.json
-      [ $name = llama-$m ] || rm -f $g
-    done
+    task_eval llama-$m
+    for meth in hawq static gammasl; do task_eval $meth-size-$m; done
   done
+  for b in $BUDGETS; do for meth in hawq static gammasl gammaatsl; do task_eval $meth-$b; done; done
+  for f in $R/evals/*.json; do n=$(basename $f .json); [[ $n == *.mc* ]] || task_eval $n; done
 fi
 log "sweep done"

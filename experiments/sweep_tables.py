@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Prints the README's sweep tables (Markdown) from results/sweep_qwen/evals, so the figures
+there are copied by a program, not by hand:
+  1. KLD vs teacher at each llama.cpp mix's file size, per allocator;
+  2. KLD at the fixed linear-bpw budgets (score reuse: GAMMA re-solved from 3.0 vs learned at
+     the budget);
+  3. zero-shot arc_easy / piqa accuracy per point and allocator, with the mean over the points
+     every allocator of the table has (paired: the same items everywhere).
+Usage: experiments/sweep_tables.py [RESULTS_DIR]   (default results/sweep_qwen)"""
+import json
+import os
+import sys
+
+R = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "results", "sweep_qwen")
+E = os.path.join(R, "evals")
+MIXES = ["Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M"]
+BUDGETS = ["2.75", "3.0", "3.25", "3.5", "3.75", "4.0"]
+LIMIT = 100
+
+
+def load(name, suffix=""):
+    p = os.path.join(E, f"{name}{suffix}.json")
+    return json.load(open(p)) if os.path.exists(p) else None
+
+
+def kld(name):
+    e = load(name)
+    return None if e is None else (e["kld"]["mean"], e["kld"]["stderr"], e["model"]["file_bytes"] / 2**20)
+
+
+def fmt_k(v, best, err=False):
+    if v is None:
+        return "–"
+    s = f"{v[0]:.4f}" if v[0] < 0.01 else f"{v[0]:.3f}"
+    if err:
+        s += f" ± {v[1]:.3f}"
+    return f"**{s}**" if best is not None and abs(v[0] - best) < 1e-12 else s
+
+
+def row(cells, bold_from=0):
+    vals = [c[0] for c in cells[bold_from:] if c is not None]
+    return min(vals) if vals else None
+
+
+# 1. At each mix's size.
+cols = [("llama.cpp mix", "llama-{m}"), ("static proxy", "static-size-{m}"), ("HAWQ-V2", "hawq-size-{m}"),
+        ("GAMMA τ→0.05, size-log", "gammasl-size-{m}"), ("GAMMA τ=1, size-log", "gammat1sl-size-{m}"),
+        ("GAMMA τ→0.05, log p", "gammalogp-size-{m}")]
+print("| size of | " + " | ".join(c for c, _ in cols) + " |")
+print("|---" * (len(cols) + 1) + "|")
+for m in MIXES:
+    cells = [kld(p.format(m=m)) for _, p in cols]
+    if cells[0] is None:
+        continue
+    best = row(cells)
+    print(f"| {m} ({cells[0][2]:.0f} MiB) | " + " | ".join(fmt_k(c, best) for c in cells) + " |")
+print()
+
+# 2. At fixed budgets.
+cols = [("static proxy", "static-{b}"), ("HAWQ-V2", "hawq-{b}"),
+        ("GAMMA size-log, reused from 3.0", "gammasl-{b}"), ("GAMMA size-log, learned at the budget", "gammaatsl-{b}")]
+print("| budget (file) | " + " | ".join(c for c, _ in cols) + " |")
+print("|---" * (len(cols) + 1) + "|")
+for b in BUDGETS:
+    cells = [kld(p.format(b=b)) for _, p in cols]
+    if all(c is None for c in cells):
+        continue
+    size = next(c for c in cells if c is not None)[2]
+    best = row(cells)
+    out = [fmt_k(c, best, err=i >= 2) for i, c in enumerate(cells)]
+    if b == "3.0" and cells[3] is None:
+        out[3] = "(= the previous column)"
+    print(f"| {b} ({size:.0f} MiB) | " + " | ".join(out) + " |")
+print()
+
+# 3. Zero-shot.
+methods = [("llama.cpp", "llama-{m}", None), ("static proxy", "static-size-{m}", "static-{b}"),
+           ("HAWQ-V2", "hawq-size-{m}", "hawq-{b}"), ("GAMMA size-log", "gammasl-size-{m}", "gammasl-{b}"),
+           ("GAMMA learned at the budget", None, "gammaatsl-{b}")]
+points = [("at " + m, {i: (p.format(m=m) if p else None) for i, (_, p, _) in enumerate(methods)}) for m in MIXES]
+points += [(b + " bpw", {i: (q.format(b=b) if q else None) for i, (_, _, q) in enumerate(methods)}) for b in BUDGETS]
+
+
+def acc(name):
+    t = load(name, f".mc{LIMIT}") if name else None
+    return None if t is None else (t["tasks"]["arc_easy"]["acc"], t["tasks"]["piqa"]["acc"])
+
+
+print(f"| `--limit {LIMIT}`, arc_easy / piqa acc | " + " | ".join(n for n, _, _ in methods) + " |")
+print("|---" * (len(methods) + 1) + "|")
+table = []
+for label, names in points:
+    cells = [acc(names[i]) for i in range(len(methods))]
+    if all(c is None for c in cells):
+        continue
+    table.append(cells)
+    print(f"| {label} | " + " | ".join("–" if c is None else f"{c[0]:.2f} / {c[1]:.2f}" for c in cells) + " |")
+# Means over the points that have every allocator averaged (paired: the same items everywhere).
+def means(rows, cols, label):
+    full = [c for c in rows if all(c[i] is not None for i in cols)]
+    if not full:
+        return
+    out = ["–"] * len(methods)
+    for i in cols:
+        out[i] = f"{sum(c[i][0] for c in full) / len(full):.3f} / {sum(c[i][1] for c in full) / len(full):.3f}"
+    print(f"| mean over the {len(full)} {label} | " + " | ".join(out) + " |")
+
+
+means(table, [0, 1, 2, 3], "mix sizes")
+means(table, [1, 2, 3], "points of static, HAWQ, GAMMA")
+covered = {n for _, names in points for n in names.values() if n}
+other = sorted(f[:-len(f".mc{LIMIT}.json")] for f in os.listdir(E) if f.endswith(f".mc{LIMIT}.json"))
+other = [n for n in other if n not in covered]
+if other:
+    print()
+    print("Other runs (arc_easy / piqa acc): " + "; ".join(f"{n} {acc(n)[0]:.2f} / {acc(n)[1]:.2f}" for n in other) + ".")
