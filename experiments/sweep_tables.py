@@ -15,7 +15,7 @@ R = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__)
 E = os.path.join(R, "evals")
 MIXES = ["Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M"]
 BUDGETS = ["2.75", "3.0", "3.25", "3.5", "3.75", "4.0"]
-LIMIT = 100
+LIMIT = int(os.environ.get("MC_LIMIT", 100))  # as sweep_qwen.sh
 
 
 def load(name, suffix=""):
@@ -37,36 +37,39 @@ def fmt_k(v, best, err=False):
     return f"**{s}**" if best is not None and abs(v[0] - best) < 1e-12 else s
 
 
-def row(cells, bold_from=0):
-    vals = [c[0] for c in cells[bold_from:] if c is not None]
+def best_of(cells):
+    vals = [c[0] for c in cells if c is not None]
     return min(vals) if vals else None
+
+
+def header(first, names):
+    print(f"| {first} | " + " | ".join(names) + " |")
+    print("|---" * (len(names) + 1) + "|")
 
 
 # 1. At each mix's size.
 cols = [("llama.cpp mix", "llama-{m}"), ("static proxy", "static-size-{m}"), ("HAWQ-V2", "hawq-size-{m}"),
         ("GAMMA τ→0.05, size-log", "gammasl-size-{m}"), ("GAMMA τ=1, size-log", "gammat1sl-size-{m}"),
         ("GAMMA τ→0.05, log p", "gammalogp-size-{m}")]
-print("| size of | " + " | ".join(c for c, _ in cols) + " |")
-print("|---" * (len(cols) + 1) + "|")
+header("size of", [c for c, _ in cols])
 for m in MIXES:
     cells = [kld(p.format(m=m)) for _, p in cols]
     if cells[0] is None:
         continue
-    best = row(cells)
+    best = best_of(cells)
     print(f"| {m} ({cells[0][2]:.0f} MiB) | " + " | ".join(fmt_k(c, best) for c in cells) + " |")
 print()
 
 # 2. At fixed budgets.
 cols = [("static proxy", "static-{b}"), ("HAWQ-V2", "hawq-{b}"),
         ("GAMMA size-log, reused from 3.0", "gammasl-{b}"), ("GAMMA size-log, learned at the budget", "gammaatsl-{b}")]
-print("| budget (file) | " + " | ".join(c for c, _ in cols) + " |")
-print("|---" * (len(cols) + 1) + "|")
+header("budget (file)", [c for c, _ in cols])
 for b in BUDGETS:
     cells = [kld(p.format(b=b)) for _, p in cols]
     if all(c is None for c in cells):
         continue
     size = next(c for c in cells if c is not None)[2]
-    best = row(cells)
+    best = best_of(cells)
     out = [fmt_k(c, best, err=i >= 2) for i, c in enumerate(cells)]
     if b == "3.0" and cells[3] is None:
         out[3] = "(= the previous column)"
@@ -86,8 +89,7 @@ def acc(name):
     return None if t is None else (t["tasks"]["arc_easy"]["acc"], t["tasks"]["piqa"]["acc"])
 
 
-print(f"| `--limit {LIMIT}`, arc_easy / piqa acc | " + " | ".join(n for n, _, _ in methods) + " |")
-print("|---" * (len(methods) + 1) + "|")
+header(f"`--limit {LIMIT}`, arc_easy / piqa acc", [n for n, _, _ in methods])
 table = []
 for label, names in points:
     cells = [acc(names[i]) for i in range(len(methods))]
