@@ -5,7 +5,8 @@ there are copied by a program, not by hand:
   2. KLD at the fixed linear-bpw budgets (score reuse: GAMMA re-solved from 3.0 vs learned at
      the budget);
   3. zero-shot arc_easy / piqa accuracy per point and allocator, with the mean over the points
-     every allocator of the table has (paired: the same items everywhere).
+     every allocator of the table has (paired: the same items everywhere);
+  4. the ablations at the Q3_K_M size and the uniform runs: KLD and zero-shot.
 Usage: experiments/sweep_tables.py [RESULTS_DIR]   (default results/sweep_qwen)"""
 import json
 import os
@@ -33,7 +34,7 @@ def fmt_k(v, best, err=False):
         return "–"
     s = f"{v[0]:.4f}" if v[0] < 0.01 else f"{v[0]:.3f}"
     if err:
-        s += f" ± {v[1]:.3f}"
+        s += f" ± {v[1]:.4f}" if v[0] < 0.01 else f" ± {v[1]:.3f}"
     return f"**{s}**" if best is not None and abs(v[0] - best) < 1e-12 else s
 
 
@@ -84,6 +85,10 @@ points = [("at " + m, {i: (p.format(m=m) if p else None) for i, (_, p, _) in enu
 points += [(b + " bpw", {i: (q.format(b=b) if q else None) for i, (_, _, q) in enumerate(methods)}) for b in BUDGETS]
 
 
+def mc_names():  # every run with a zero-shot file
+    return sorted(f[:-len(f".mc{LIMIT}.json")] for f in os.listdir(E) if f.endswith(f".mc{LIMIT}.json"))
+
+
 def acc(name):
     t = load(name, f".mc{LIMIT}") if name else None
     return None if t is None else (t["tasks"]["arc_easy"]["acc"], t["tasks"]["piqa"]["acc"])
@@ -110,9 +115,64 @@ def means(rows, cols, label):
 
 means(table, [0, 1, 2, 3], "mix sizes")
 means(table, [1, 2, 3], "points of static, HAWQ, GAMMA")
-covered = {n for _, names in points for n in names.values() if n}
-other = sorted(f[:-len(f".mc{LIMIT}.json")] for f in os.listdir(E) if f.endswith(f".mc{LIMIT}.json"))
+# 4. Ablations at the Q3_K_M size, then the uniform runs.
+ABLATIONS = [("augmented Lagrangian, τ→0.05 / size-log (the main variant)", "gammasl-size-Q3_K_M"),
+             ("DNAS-style multiplicative penalty (`--penalty dnas`, β 10, γ 1), τ→0.05 / size-log", "gammadnas-size-Q3_K_M"),
+             ("CE on the final logits (`--objective ce`, all layers chained, 40 steps) / size-log", "gammace-size-Q3_K_M"),
+             ("augmented Lagrangian, τ→0.05 / log p", "gammalogp-size-Q3_K_M"),
+             ("augmented Lagrangian, τ→0.05 / Σ p (the paper's Stage II)", "gamma-size-Q3_K_M"),
+             ("τ fixed at 1 / log p", "gammatau1-size-Q3_K_M"),
+             ("τ fixed at 1 / size-log", "gammat1sl-size-Q3_K_M"),
+             ("no learning (Stage I's starting scores) / size-log", "gammanull-size-Q3_K_M"),
+             ("llama.cpp's Q3_K_M mix (reference)", "llama-Q3_K_M")]
+UNIFORM = [(f"uniform {t} (every module)", f"uniform-{t}") for t in ("Q2_K", "Q3_K", "Q4_K")]
+
+
+def zs(name):
+    a = acc(name)
+    return "–" if a is None else f"{a[0]:.2f} / {a[1]:.2f}"
+
+
+print()
+header("Stage I / Stage II at the Q3_K_M size, or uniform", ["file", "KLD vs teacher", f"arc_easy / piqa acc (`--limit {LIMIT}`)"])
+for label, name in ABLATIONS + UNIFORM:
+    k = kld(name)
+    if k is not None:
+        print(f"| {label} | {k[2]:.0f} MiB | {fmt_k(k, None, err=True)} | {zs(name)} |")
+covered = {n for _, names in points for n in names.values() if n} | {n for _, n in ABLATIONS + UNIFORM}
+other = mc_names()
 other = [n for n in other if n not in covered]
 if other:
     print()
-    print("Other runs (arc_easy / piqa acc): " + "; ".join(f"{n} {acc(n)[0]:.2f} / {acc(n)[1]:.2f}" for n in other) + ".")
+    print("Other runs, arc_easy / piqa acc (names as in `evals/`: gammalogp = τ→0.05 / log p, gammat1sl = τ=1 / "
+          "size-log, each at the size of the named mix): " + "; ".join(f"{n} {zs(n)}" for n in other) + ".")
+
+
+# Does KLD show through in zero-shot at all? Spearman ρ over every model that has both.
+def ranks(x):
+    order = sorted(range(len(x)), key=lambda i: x[i])
+    r = [0.0] * len(x)
+    i = 0
+    while i < len(order):  # ties share their mean rank
+        j = i
+        while j + 1 < len(order) and x[order[j + 1]] == x[order[i]]:
+            j += 1
+        for t in range(i, j + 1):
+            r[order[t]] = (i + j) / 2
+        i = j + 1
+    return r
+
+
+def spearman(x, y):
+    rx, ry = ranks(x), ranks(y)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    return cov / (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
+
+
+both = [(kld(n)[0], acc(n)) for n in mc_names() if kld(n) is not None]
+if len(both) > 2:
+    k = [b[0] for b in both]
+    print()
+    print(f"Spearman ρ(KLD, acc) over the {len(both)} models with both: arc_easy "
+          f"{spearman(k, [b[1][0] for b in both]):+.2f}, piqa {spearman(k, [b[1][1] for b in both]):+.2f}.")
