@@ -115,6 +115,11 @@ if has ablations && [ -f $R/evals/llama-Q3_K_M.json ]; then
     learn $LR --bpw 3.0 --steps 200 --layers-per-step 4 --batch 2 --calib-tokens 4096 --seq-len 256 --lr 0.05
     plan_eval gammalr-size-Q3_K_M $G solve --scores $LR --pool $POOL --size $sz $FILL
     plan_eval gammalrlogp-size-Q3_K_M $G solve --scores $LR --transform log --pool $POOL --size $sz $FILL
+    # and at the budgets: Σ p (the paper's Stage II) at the one it was learned for, size-log at all
+    plan_eval gammalr-3.0 $G solve --scores $LR --pool $POOL --bpw 3.0
+    for b in 3.0 2.75 3.25 3.5 3.75 4.0; do
+      plan_eval gammalrsl-$b $G solve --scores $LR --transform size-log --pool $POOL --bpw $b $FILL
+    done
   fi
   if ablation sizelog; then  # Stage II on size-weighted log p (solve --transform size-log)
     plan_eval gammat1sl-size-Q3_K_M $G solve --scores $TAU1 --transform size-log --pool $POOL --size $sz $FILL

@@ -6,11 +6,14 @@ there are copied by a program, not by hand:
      the budget);
   3. zero-shot arc_easy / piqa accuracy per point and allocator, with the mean over the points
      every allocator of the table has (paired: the same items everywhere);
-  4. the ablations at the Q3_K_M size and the uniform runs: KLD and zero-shot.
+  4. the ablations at the Q3_K_M size and the uniform runs: KLD and zero-shot;
+  5. Spearman rho between KLD and zero-shot accuracy over every model with both.
 Usage: experiments/sweep_tables.py [RESULTS_DIR]   (default results/sweep_qwen)"""
 import json
 import os
 import sys
+
+from rank_stats import spearman
 
 R = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "results", "sweep_qwen")
 E = os.path.join(R, "evals")
@@ -63,7 +66,8 @@ print()
 
 # 2. At fixed budgets.
 cols = [("static proxy", "static-{b}"), ("HAWQ-V2", "hawq-{b}"),
-        ("GAMMA size-log, reused from 3.0", "gammasl-{b}"), ("GAMMA size-log, learned at the budget", "gammaatsl-{b}")]
+        ("GAMMA τ→0.05, size-log, from 3.0", "gammasl-{b}"), ("GAMMA τ→0.05, size-log, learned at the budget", "gammaatsl-{b}"),
+        ("GAMMA τ=1, lr 0.05, size-log, from 3.0", "gammalrsl-{b}")]
 header("budget (file)", [c for c, _ in cols])
 for b in BUDGETS:
     cells = [kld(p.format(b=b)) for _, p in cols]
@@ -123,6 +127,9 @@ ABLATIONS = [("augmented Lagrangian, τ→0.05 / size-log (the main variant)", "
              ("augmented Lagrangian, τ→0.05 / Σ p (the paper's Stage II)", "gamma-size-Q3_K_M"),
              ("τ fixed at 1 / log p", "gammatau1-size-Q3_K_M"),
              ("τ fixed at 1 / size-log", "gammat1sl-size-Q3_K_M"),
+             ("τ fixed at 1, lr 0.05 (5×) / Σ p", "gammalr-size-Q3_K_M"),
+             ("τ fixed at 1, lr 0.05 (5×) / log p", "gammalrlogp-size-Q3_K_M"),
+             ("τ fixed at 1, lr 0.05 (5×) / size-log", "gammalrsl-size-Q3_K_M"),
              ("no learning (Stage I's starting scores) / size-log", "gammanull-size-Q3_K_M"),
              ("llama.cpp's Q3_K_M mix (reference)", "llama-Q3_K_M")]
 UNIFORM = [(f"uniform {t} (every module)", f"uniform-{t}") for t in ("Q2_K", "Q3_K", "Q4_K")]
@@ -140,8 +147,7 @@ for label, name in ABLATIONS + UNIFORM:
     if k is not None:
         print(f"| {label} | {k[2]:.0f} MiB | {fmt_k(k, None, err=True)} | {zs(name)} |")
 covered = {n for _, names in points for n in names.values() if n} | {n for _, n in ABLATIONS + UNIFORM}
-other = mc_names()
-other = [n for n in other if n not in covered]
+other = [n for n in mc_names() if n not in covered]
 if other:
     print()
     print("Other runs, arc_easy / piqa acc (names as in `evals/`: gammalogp = τ→0.05 / log p, gammat1sl = τ=1 / "
@@ -149,27 +155,6 @@ if other:
 
 
 # Does KLD show through in zero-shot at all? Spearman ρ over every model that has both.
-def ranks(x):
-    order = sorted(range(len(x)), key=lambda i: x[i])
-    r = [0.0] * len(x)
-    i = 0
-    while i < len(order):  # ties share their mean rank
-        j = i
-        while j + 1 < len(order) and x[order[j + 1]] == x[order[i]]:
-            j += 1
-        for t in range(i, j + 1):
-            r[order[t]] = (i + j) / 2
-        i = j + 1
-    return r
-
-
-def spearman(x, y):
-    rx, ry = ranks(x), ranks(y)
-    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
-    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    return cov / (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
-
-
 both = [(kld(n)[0], acc(n)) for n in mc_names() if kld(n) is not None]
 if len(both) > 2:
     k = [b[0] for b in both]
