@@ -83,8 +83,9 @@ print()
 
 # 3. Zero-shot.
 methods = [("llama.cpp", "llama-{m}", None), ("static proxy", "static-size-{m}", "static-{b}"),
-           ("HAWQ-V2", "hawq-size-{m}", "hawq-{b}"), ("GAMMA size-log", "gammasl-size-{m}", "gammasl-{b}"),
-           ("GAMMA learned at the budget", None, "gammaatsl-{b}")]
+           ("HAWQ-V2", "hawq-size-{m}", "hawq-{b}"), ("GAMMA τ→0.05, size-log", "gammasl-size-{m}", "gammasl-{b}"),
+           ("GAMMA τ→0.05, learned at the budget", None, "gammaatsl-{b}"),
+           ("GAMMA τ=1, lr 0.05, size-log", None, "gammalrsl-{b}")]
 points = [("at " + m, {i: (p.format(m=m) if p else None) for i, (_, p, _) in enumerate(methods)}) for m in MIXES]
 points += [(b + " bpw", {i: (q.format(b=b) if q else None) for i, (_, _, q) in enumerate(methods)}) for b in BUDGETS]
 
@@ -98,6 +99,10 @@ def acc(name):
     return None if t is None else (t["tasks"]["arc_easy"]["acc"], t["tasks"]["piqa"]["acc"])
 
 
+def fmt_acc(a):
+    return "–" if a is None else f"{a[0]:.2f} / {a[1]:.2f}"
+
+
 header(f"`--limit {LIMIT}`, arc_easy / piqa acc", [n for n, _, _ in methods])
 table = []
 for label, names in points:
@@ -105,7 +110,9 @@ for label, names in points:
     if all(c is None for c in cells):
         continue
     table.append(cells)
-    print(f"| {label} | " + " | ".join("–" if c is None else f"{c[0]:.2f} / {c[1]:.2f}" for c in cells) + " |")
+    print(f"| {label} | " + " | ".join(fmt_acc(c) for c in cells) + " |")
+
+
 # Means over the points that have every allocator averaged (paired: the same items everywhere).
 def means(rows, cols, label):
     full = [c for c in rows if all(c[i] is not None for i in cols)]
@@ -134,30 +141,25 @@ ABLATIONS = [("augmented Lagrangian, τ→0.05 / size-log (the main variant)", "
              ("llama.cpp's Q3_K_M mix (reference)", "llama-Q3_K_M")]
 UNIFORM = [(f"uniform {t} (every module)", f"uniform-{t}") for t in ("Q2_K", "Q3_K", "Q4_K")]
 
-
-def zs(name):
-    a = acc(name)
-    return "–" if a is None else f"{a[0]:.2f} / {a[1]:.2f}"
-
-
 print()
 header("Stage I / Stage II at the Q3_K_M size, or uniform", ["file", "KLD vs teacher", f"arc_easy / piqa acc (`--limit {LIMIT}`)"])
 for label, name in ABLATIONS + UNIFORM:
     k = kld(name)
     if k is not None:
-        print(f"| {label} | {k[2]:.0f} MiB | {fmt_k(k, None, err=True)} | {zs(name)} |")
+        print(f"| {label} | {k[2]:.0f} MiB | {fmt_k(k, None, err=True)} | {fmt_acc(acc(name))} |")
 covered = {n for _, names in points for n in names.values() if n} | {n for _, n in ABLATIONS + UNIFORM}
 other = [n for n in mc_names() if n not in covered]
 if other:
     print()
     print("Other runs, arc_easy / piqa acc (names as in `evals/`: gammalogp = τ→0.05 / log p, gammat1sl = τ=1 / "
-          "size-log, each at the size of the named mix): " + "; ".join(f"{n} {zs(n)}" for n in other) + ".")
+          "size-log, gammalr = τ=1, lr 0.05 / Σ p; -size-M at the size of mix M, -B at B bpw): "
+          + "; ".join(f"{n} {fmt_acc(acc(n))}" for n in other) + ".")
 
 
 # Does KLD show through in zero-shot at all? Spearman ρ over every model that has both.
-both = [(kld(n)[0], acc(n)) for n in mc_names() if kld(n) is not None]
+both = [(k, acc(n)) for n in mc_names() for k in [kld(n)] if k is not None]
 if len(both) > 2:
-    k = [b[0] for b in both]
+    k = [b[0][0] for b in both]
     print()
     print(f"Spearman ρ(KLD, acc) over the {len(both)} models with both: arc_easy "
           f"{spearman(k, [b[1][0] for b in both]):+.2f}, piqa {spearman(k, [b[1][1] for b in both]):+.2f}.")
