@@ -16,6 +16,7 @@ set(LLAMA_BUILD_APP OFF CACHE BOOL "" FORCE)
 set(LLAMA_OPENSSL OFF CACHE BOOL "" FORCE)
 set(LLAMA_ALL_WARNINGS OFF CACHE BOOL "" FORCE)
 set(LLAMA_BUILD_IS_DEV OFF CACHE BOOL "" FORCE)
+include(${CMAKE_CURRENT_LIST_DIR}/cpu.cmake)  # instruction sets: never ggml's AMX matmul
 # EXCLUDE_FROM_ALL: only what gamma links and the tools below are built.
 add_subdirectory("${GAMMA_LLAMA_DIR}" "${CMAKE_BINARY_DIR}/llama.cpp" EXCLUDE_FROM_ALL)
 

@@ -12,6 +12,7 @@
 
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
+#include "llama/backend.h"
 #include "util/files.h"
 
 namespace gm::eval {
@@ -57,7 +58,7 @@ void init_llama() {
   static std::once_flag once;
   std::call_once(once, [] {
     llama_log_set(log_sink, nullptr);
-    llama_backend_init();
+    gm::llama::init();
   });
   // Re-assert on every call: another component may have installed its own sink.
   llama_log_set(log_sink, nullptr);
@@ -91,9 +92,8 @@ int resolve_threads(int n_threads) {
 Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& path, bool vocab_only) {
   GAMMA_RETURN_IF_ERROR(check_readable(path, "model"));
   init_llama();
-  llama_model_params mp = llama_model_default_params();
+  llama_model_params mp = gm::llama::model_params();
   mp.vocab_only = vocab_only;
-  mp.n_gpu_layers = 0;
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->path_ = path;
   clear_llama_errors();

@@ -2,29 +2,20 @@
 
 #include <cstdio>
 #include <cstring>
-#include <mutex>
 #include <thread>
 
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "gguf_model/model.h"
 #include "llama.h"
+#include "llama/backend.h"
 
 namespace gm {
-namespace {
-void backend_init_once() {
-  static std::once_flag once;
-  std::call_once(once, [] { llama_backend_init(); });
-}
-}  // namespace
-
 Result<std::unique_ptr<LlamaRunner>> LlamaRunner::open(const std::string& gguf_path, int n_ctx, int n_threads) {
-  backend_init_once();
   if (n_ctx <= 0) return Status::errorf("bad context length {}", n_ctx);
   if (n_threads <= 0) n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
   std::unique_ptr<LlamaRunner> r(new LlamaRunner());
-  auto mp = llama_model_default_params();
-  mp.n_gpu_layers = 0;
+  const llama_model_params mp = gm::llama::model_params();
   r->model_ = llama_model_load_from_file(gguf_path.c_str(), mp);
   if (!r->model_) {
     const std::string why = last_ggml_error();
