@@ -18,22 +18,27 @@ std::vector<std::string> split_csv(const std::string& s) {
 }
 
 void add_pool(CLI::App& app) {
-  struct Opts { PoolOptions p; std::string types = "Q2_K,Q3_K,Q4_K,Q5_K,Q6_K"; };
+  struct Opts { PoolOptions p; std::string types = "auto"; };
   auto o = std::make_shared<Opts>();
   auto* c = app.add_subcommand("pool", "quantize every linear module at every candidate type (resumable)");
   c->add_option("model", o->p.model_path, "source GGUF (quantized or FP)")->required();
-  c->add_option("--types", o->types, "candidate ggml types, comma-separated")->capture_default_str();
+  c->add_option("--types", o->types,
+                "candidate ggml types, comma-separated, or auto: the measured Pareto set (README) that fits the model")
+      ->capture_default_str();
   c->add_option("--imatrix", o->p.imatrix_path, "llama-imatrix output used as importance (as llama-quantize does)");
   c->add_option("--import", o->p.imports, "add candidates from another GGUF of the same model: PATH[:LABEL]");
   c->add_option("-o,--output", o->p.out_dir, "pool directory")->required();
   c->add_option("-t,--threads", o->p.n_threads, "worker threads (default: all cores)");
+  c->add_flag("-q,--quiet", o->p.quiet, "no progress bar");
   c->callback([o] {
     o->p.types = split_csv(o->types);
     Manifest m = value_or_fail(build_pool(o->p));
     size_t n = 0;
     for (const auto& e : m.modules) n += e.candidates.size();
+    std::string types;
+    for (const auto& t : m.types) types += (types.empty() ? "" : ",") + t;
     std::printf("%s: %zu modules, %zu candidates, types %s\n", (m.dir + "/manifest.json").c_str(), m.modules.size(), n,
-                o->types.c_str());
+                types.c_str());
   });
 }
 

@@ -16,7 +16,7 @@ namespace {
 struct SolveOpts {
   std::string pool, scores, out, bpw, size, sweep;
   bool from_manifest = false, require_optimal = false;
-  std::vector<std::string> allow, pin;
+  std::vector<std::string> allow, pin, fixed;
   double time_limit = 60;
   double fill = 0;
   std::string transform = "score";
@@ -27,8 +27,8 @@ struct SolveOpts {
 // average bpw) to every score and taking the smallest kappa whose optimal plan spends at
 // least F of the budget puts the extra bits where the scores lose least per bit.
 solve::Allocation solve_filled(const Manifest& m, const solve::Scores& base, const std::vector<solve::Constraint>& cs,
-                               const solve::KnapsackOptions& kopt, const solve::Budget& budget, double fill,
-                               double* kappa_out) {
+                               const solve::KnapsackOptions& kopt, const std::map<std::string, std::string>& fixed,
+                               const solve::Budget& budget, double fill, double* kappa_out) {
   int64_t total = 0;
   for (const auto& e : m.modules) total += e.n_params;
   auto at = [&](double kappa) {
@@ -40,7 +40,7 @@ solve::Allocation solve_filled(const Manifest& m, const solve::Scores& base, con
         if (auto jt = it->second.find(c.id); jt != it->second.end())
           jt->second += kappa * c.bpw * double(e.n_params) / double(total);
     }
-    auto alloc = value_or_fail(solve::Allocator::create(m, std::move(s), cs, kopt));
+    auto alloc = value_or_fail(solve::Allocator::create(m, std::move(s), cs, kopt, fixed));
     return value_or_fail(alloc.solve(budget));
   };
   auto spent = [&](const solve::Allocation& a) {
@@ -110,6 +110,13 @@ void run_solve(const SolveOpts& o) {
   std::vector<solve::Constraint> cs;
   for (const auto& s : o.allow) cs.push_back(value_or_fail(solve::parse_constraint(solve::Constraint::Kind::kAllow, s)));
   for (const auto& s : o.pin) cs.push_back(value_or_fail(solve::parse_constraint(solve::Constraint::Kind::kPin, s)));
+  std::map<std::string, std::string> fixed;
+  for (const auto& f : o.fixed) {
+    const auto eq = f.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == f.size())
+      throw Failure(fmt::format("--fixed '{}': expected TENSOR=TYPE, e.g. token_embd.weight=Q6_K", f));
+    fixed[f.substr(0, eq)] = f.substr(eq + 1);
+  }
   std::string out = o.out;
   while (!sweep.empty() && out.size() > 1 && out.back() == '/') out.pop_back();
   fail_if(check_writable_dir(out));
@@ -120,7 +127,7 @@ void run_solve(const SolveOpts& o) {
   solve::KnapsackOptions kopt;
   kopt.max_seconds = o.time_limit;
   const solve::Scores scores_copy = scores;  // --fill re-weights copies
-  auto alloc = value_or_fail(solve::Allocator::create(m, std::move(scores), cs, kopt));
+  auto alloc = value_or_fail(solve::Allocator::create(m, std::move(scores), cs, kopt, fixed));
 
   auto check_optimal = [&](const solve::Allocation& a) {
     if (o.require_optimal && !a.solution.optimal)
@@ -129,7 +136,7 @@ void run_solve(const SolveOpts& o) {
   };
   if (sweep.empty()) {
     double kappa = 0;
-    solve::Allocation a = o.fill > 0 ? solve_filled(m, scores_copy, cs, kopt, budget, o.fill, &kappa)
+    solve::Allocation a = o.fill > 0 ? solve_filled(m, scores_copy, cs, kopt, fixed, budget, o.fill, &kappa)
                                      : value_or_fail(alloc.solve(budget));
     if (o.fill > 0) a.plan.info["fill"] = {{"fraction", o.fill}, {"kappa", kappa}};
     if (o.transform != "score") a.plan.info["transform"] = o.transform;
@@ -171,6 +178,7 @@ void add_solve(CLI::App& app) {
   c->add_option("--sweep", o->sweep, "budgets START:STOP:STEP in bpw; -o is then a directory of plans + pareto.json");
   c->add_option("--allow", o->allow, "PATTERN=ID[,ID...]: modules matching PATTERN (regex) use only these candidates");
   c->add_option("--pin", o->pin, "PATTERN=ID: modules matching PATTERN (regex) use this candidate");
+  c->add_option("--fixed", o->fixed, "TENSOR=TYPE: a non-linear tensor (token_embd.weight, output.weight) at TYPE instead of llama.cpp's default; the budget pays for it");
   c->add_option("--time-limit", o->time_limit, "seconds per budget before giving up the proof (gap reported)");
   c->add_option("--transform", o->transform, "score, log or size-log: solve on log p or size-weighted log p of probability scores (Stage I's p)")->capture_default_str();
   c->add_option("--fill", o->fill, "spend at least this fraction of the budget (e.g. 0.995): scores reused away from their learned target");

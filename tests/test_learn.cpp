@@ -114,6 +114,29 @@ TEST(Learn, LayerSamplingAndSigmoidForm) {
 
 // The DNAS-style ablation: no dual variables, loss = mse (1 + beta gap^2)^gamma at every step;
 // a soft penalty lets the MSE pull the expected bits above the target, a steep one holds them.
+TEST(Learn, StraightThroughRunsLayersOnTheSampledCandidate) {
+  // --estimator st: the layers run on one candidate per module (the sample's argmax), so the
+  // step-0 MSE is that of a discrete assignment, above the soft mixture's (a mixture of
+  // candidates averages their errors); the budget is still met and the choice recorded.
+  TempDir dir;
+  const std::string pool = make_pool(dir);
+  json s[2];
+  int i = 0;
+  for (const std::string e : {"soft", "st"}) {
+    const std::string out = dir / (e + ".json");
+    auto r = gm::testing::gamma(learn_args(dir, pool, out) + " --bpw 9.0 --steps 80 --estimator " + e);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    s[i++] = load(out);
+  }
+  EXPECT_FALSE(s[0]["hyperparameters"].contains("estimator"));
+  EXPECT_EQ(s[1]["hyperparameters"]["estimator"], "st");
+  EXPECT_NEAR(s[1]["final"]["bpw_expected"].get<double>(), 9.0, 0.01);
+  EXPECT_GT(s[1]["final"]["mse_ref"].get<double>(), 1.5 * s[0]["final"]["mse_ref"].get<double>());
+  auto bad = gm::testing::gamma(learn_args(dir, pool, dir / "x.json") + " --estimator hard");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--estimator must be soft or st"), std::string::npos) << bad.output;
+}
+
 TEST(Learn, DnasPenaltyIsMultiplicativeAndSoft) {
   TempDir dir;
   const std::string pool = make_pool(dir);
@@ -389,4 +412,44 @@ TEST(Hawq, TracesArePositiveStableAndScoresFollowThePerturbation) {
   }
   auto s = gm::testing::gamma("solve --scores " + dir / "hawq1.json" + " --pool " + pool + " --bpw 9 -o " + dir / "plan.json");
   EXPECT_EQ(s.exit_code, 0) << s.output;
+}
+
+TEST(Learn, IqCandidatesAreReadThroughGgmlTypeTraits) {
+  // IQ4_NL (the one IQ type 64-wide rows fit), made with a real imatrix: the store's
+  // dequantization equals ggml's to_float of the pool's bytes, and Stage I and HAWQ score it.
+  TempDir dir;
+  auto im = gm::testing::run(gm::testing::llama_tool("llama-imatrix") + " -m " + gm::testing::stories260k() + " -f " +
+                             gm::testing::shared_data("text/tinystories-valid-prefix.txt") +
+                             " -c 128 --chunks 10 -t 2 -o " + dir / "im.gguf");
+  ASSERT_EQ(im.exit_code, 0) << im.output;
+  const std::string pool = dir / "pool";
+  auto r = gm::testing::gamma("pool " + gm::testing::stories260k() + " --types Q4_0,IQ4_NL,Q8_0 --imatrix " +
+                              dir / "im.gguf" + " -o " + pool + " -t 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto man = Manifest::load(pool).value();
+  auto store = CandidateStore::open(man).value();
+  auto file = TensorFile::open(pool + "/cand-IQ4_NL.gguf").value();
+  const ModuleEntry* e = man.find("blk.0.attn_q.weight");
+  ASSERT_NE(e, nullptr);
+  const Candidate* c = e->find("IQ4_NL");
+  ASSERT_NE(c, nullptr);
+  std::vector<uint8_t> raw(c->bytes);
+  ASSERT_TRUE(file->read_raw(*file->find(e->name), raw.data()).is_ok());
+  std::vector<float> want(size_t(e->n_params)), got(size_t(e->n_params));
+  ggml_get_type_traits(GGML_TYPE_IQ4_NL)->to_float(raw.data(), want.data(), e->n_params);
+  ASSERT_TRUE(store->dequantize(*e, *c, got.data(), 2).is_ok());
+  EXPECT_EQ(got, want);
+
+  const std::string scores = dir / "scores.json";
+  r = gm::testing::gamma(learn_args(dir, pool, scores) + " --bpw 9.0 --steps 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string hawq = dir / "hawq.json";
+  r = gm::testing::gamma("hawq " + pool + " --teacher " + gm::testing::stories260k() + " -o " + hawq +
+                         " --seq-len 64 --calib-tokens 512 --batch 4 --samples 4 -t 2 -q --cache-dir " + dir / "act");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const std::string f : {scores, hawq}) {
+    const json s = load(f);
+    for (const auto& m : man.modules)
+      if (m.find("IQ4_NL")) EXPECT_TRUE(s["modules"][m.name]["score"].contains("IQ4_NL")) << f << " " << m.name;
+  }
 }

@@ -69,6 +69,28 @@ double llama_ppl(const std::string& model, int chunks) {
 
 }  // namespace
 
+TEST(Pool, AutoTakesTheDefaultTypesThatFitAndRecordsTheirTime) {
+  // stories260K's 64-wide rows fit only the 32-wide defaults; without an imatrix the IQ2
+  // types that need one are left out rather than refused (they fit no module here anyway).
+  TempDir d;
+  Manifest m = make_pool(d, "auto");
+  std::vector<std::string> want;
+  for (const auto& t : default_candidate_types())
+    if (type_admits(parse_type(t).value(), 64)) want.push_back(t);
+  EXPECT_EQ(m.types, want);
+  EXPECT_EQ(want, (std::vector<std::string>{"IQ4_NL", "Q4_1", "Q5_1", "Q8_0"}));
+  for (const auto& t : want) {  // each part's sidecar records its time (not the manifest: resumes stay identical)
+    auto side = read_json(d / ("pool/cand-" + t + ".json"), "gamma.pool.part", 1);
+    ASSERT_TRUE(side.is_ok()) << side.status().message();
+    EXPECT_GT(side->value("seconds", 0.0), 0.0) << t;
+  }
+  // A type that fits nothing, asked for by name, is refused in one line, and nothing is written.
+  auto r = gamma("pool " + stories260k() + " --types Q4_K -o " + (d / "k"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("Q4_K fits no linear module of this model"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(d / "k"));
+}
+
 TEST(Pool, ManifestFiguresAreRealBytesAndErrors) {
   TempDir d;
   Manifest m = make_pool(d, "Q4_0,Q8_0");

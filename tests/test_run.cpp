@@ -19,6 +19,9 @@ TEST(RunMixChoice, StartsNearestThenTriesTheNeighbourOnTheTargetSide) {
   };
   EXPECT_EQ(m[nearest_mix(4.9)].name, std::string("Q4_K_M"));
   EXPECT_EQ(m[nearest_mix(3.2)].name, std::string("Q2_K"));
+  EXPECT_EQ(m[nearest_mix(3.44)].name, std::string("IQ3_S"));    // IQ mixes are candidates too,
+  EXPECT_EQ(m[nearest_mix(2.31)].name, std::string("IQ2_XS"));
+  EXPECT_EQ(m[nearest_mix(2.31, false)].name, std::string("IQ2_M"));  // but not those needing an imatrix without one
   std::vector<double> made(m.size(), -1.0);
   EXPECT_EQ(next_mix_to_try(4.9, made), nearest_mix(4.9));
   made[idx("Q4_K_M")] = 4.80;  // real file smaller than the target: the nearest larger one next

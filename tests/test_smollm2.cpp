@@ -93,3 +93,43 @@ TEST(SmolLM2, TeacherPoolPlanEmitRoundTrip) {
   ASSERT_EQ(q.exit_code, 0) << q.output;
   EXPECT_EQ(types_of(dir / "lq.gguf"), got);
 }
+
+// IQ candidates are what llama-quantize writes: the same tensor, imatrix and type give the
+// same bytes (SmolLM2's 1536-wide ffn_down rows take the 256-wide IQ types; its 576-wide
+// rows only IQ4_NL, which llama-quantize falls back to for them).
+TEST(SmolLM2, IqCandidatesAreByteIdenticalToLlamaQuantize) {
+  const std::string model = smollm2();
+  if (model.empty()) GTEST_SKIP() << "SmolLM2 not fetched (gamma fetch smollm2-135m)";
+  TempDir dir;
+  const std::string teacher = dir / "teacher.gguf", im = dir / "im.gguf";
+  auto r = gamma("dequantize " + model + " -o " + teacher);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run(llama_tool("llama-imatrix") + " -m " + model + " -f " + shared_data("text/tinystories-valid-prefix.txt") +
+          " -c 128 --chunks 8 -t 2 -o " + im);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Without the imatrix, IQ2_XS is refused in one line (llama-quantize refuses it too).
+  r = gamma("pool " + model + " --types IQ2_XS,IQ4_NL -o " + (dir / "nope"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("IQ2_XS needs an importance matrix"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "nope"));
+  r = gamma("pool " + model + " --types IQ2_XS,IQ3_S,IQ4_NL --imatrix " + im + " -o " + (dir / "pool"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto bytes = [](const std::string& file, const std::string& tensor) {
+    auto f = TensorFile::open(file);
+    EXPECT_TRUE(f.is_ok()) << file;
+    const TensorInfo* t = f.is_ok() ? (*f)->find(tensor) : nullptr;
+    EXPECT_NE(t, nullptr) << file << " " << tensor;
+    std::vector<uint8_t> b(t ? t->nbytes : 0);
+    if (t) EXPECT_TRUE((*f)->read_raw(*t, b.data()).is_ok());
+    return b;
+  };
+  for (const std::string type : {"IQ2_XS", "IQ3_S"}) {
+    SCOPED_TRACE(type);
+    const std::string lq = dir / ("lq-" + type + ".gguf");
+    r = run(llama_tool("llama-quantize") + " --pure --imatrix " + im + " " + teacher + " " + lq + " " + type + " 2");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (const std::string t : {"blk.0.ffn_down.weight", "blk.17.ffn_down.weight", "blk.29.ffn_down.weight"})
+      EXPECT_EQ(bytes(lq, t), bytes(dir / ("pool/cand-" + type + ".gguf"), t)) << t;
+    EXPECT_EQ(bytes(lq, "blk.5.attn_q.weight"), bytes(dir / "pool/cand-IQ4_NL.gguf", "blk.5.attn_q.weight"));
+  }
+}

@@ -258,6 +258,38 @@ TEST_F(SolveCli, SizeBudgetCountsTheWholeFile) {
   }
 }
 
+TEST_F(SolveCli, FixedTypeOfTheEmbeddingIsPaidByTheBudget) {
+  // token_embd at Q4_K instead of the default: the file budget pays for the cheaper tensor,
+  // so the linear modules get the bytes it frees, and the plan is optimal for the rest.
+  const std::string size = "1.1GB", a = tmp_ / "a.json", b = tmp_ / "b.json";
+  const uint64_t budget = solve::parse_size(size).value();
+  auto r = gm::testing::gamma(fmt::format("solve --pool {} --scores {} --size {} -o {}", pool_, scores_, size, a));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = gm::testing::gamma(fmt::format("solve --pool {} --scores {} --size {} --fixed token_embd.weight=Q4_K -o {}", pool_,
+                                     scores_, size, b));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Plan pa = Plan::load(a).value(), pb = Plan::load(b).value();
+  ASSERT_TRUE(pb.validate(m_).is_ok());
+  EXPECT_EQ(pb.fixed.at("token_embd.weight"), "Q4_K");
+  EXPECT_NE(pa.fixed.at("token_embd.weight"), "Q4_K");
+  EXPECT_LE(plan_size(m_, pb).file_bytes, budget);
+  EXPECT_LT(fixed_file_bytes(m_, pb.fixed), fixed_file_bytes(m_, pa.fixed));
+  // With scores that always pay for bits (the static proxy), the freed bytes go to the modules.
+  const std::string c = tmp_ / "c.json", d = tmp_ / "d.json";
+  for (const auto& [out, flag] : {std::pair{c, ""}, std::pair{d, " --fixed token_embd.weight=Q4_K"}}) {
+    r = gm::testing::gamma(fmt::format("solve --pool {} --score-from-manifest --size {}{} -o {}", pool_, size, flag, out));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  EXPECT_GT(plan_size(m_, Plan::load(d).value()).linear_bytes, plan_size(m_, Plan::load(c).value()).linear_bytes);
+  auto ref = solve_testing::cbc_solve(classes(scores_json_, true), budget - fixed_file_bytes(m_, pb.fixed));
+  ASSERT_TRUE(ref.optimal);
+  EXPECT_NEAR(score_of(pb, scores_json_), ref.score, 1e-9 * std::fabs(ref.score));
+  const std::string out = tmp_ / "bad.json";
+  expect_fails("--scores " + scores_ + " --size 1.1GB --fixed output.weight=Q4_K -o " + out, "not a non-linear tensor", out);
+  expect_fails("--scores " + scores_ + " --size 1.1GB --fixed token_embd.weight=Q5_9 -o " + out, "Q5_9", out);
+  expect_fails("--scores " + scores_ + " --size 1.1GB --fixed token_embd.weight -o " + out, "TENSOR=TYPE", out);
+}
+
 TEST_F(SolveCli, InfeasibleBudgetNamesTheSmallestFeasibleOne) {
   const std::string out = tmp_ / "plan.json";
   auto r = gm::testing::gamma(fmt::format("solve --pool {} --scores {} --size 500MiB -o {}", pool_, scores_, out));

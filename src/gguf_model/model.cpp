@@ -71,6 +71,10 @@ bool type_admits(ggml_type type, int64_t row_width) {
   return row_width > 0 && row_width % blck == 0;
 }
 
+bool type_needs_imatrix(ggml_type type) {
+  return ggml_quantize_requires_imatrix(type) || type == GGML_TYPE_IQ1_M;
+}
+
 uint64_t type_bytes(ggml_type type, int64_t row_width, int64_t n_rows) {
   return uint64_t(ggml_row_size(type, row_width)) * uint64_t(n_rows);
 }
@@ -238,7 +242,7 @@ std::vector<ggml_type> admissible_types(int64_t row_width, bool have_imatrix) {
       GGML_TYPE_Q8_0, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_F32};
   std::vector<ggml_type> out;
   for (ggml_type t : kTypes)
-    if (type_admits(t, row_width) && (have_imatrix || !ggml_quantize_requires_imatrix(t))) out.push_back(t);
+    if (type_admits(t, row_width) && (have_imatrix || !type_needs_imatrix(t))) out.push_back(t);
   return out;
 }
 }  // namespace gm

@@ -100,6 +100,9 @@ Result<ggml_type> parse_type(const std::string& name);
 // True when `type` can hold rows of `row_width` (width divisible by the block size) and
 // gamma can quantize to it without extra data (IQ types that need an imatrix require one).
 bool type_admits(ggml_type type, int64_t row_width);
+// Types gamma quantizes only with an importance matrix: ggml_quantize_requires_imatrix's,
+// plus IQ1_M, which llama-quantize refuses too (its grid search without weights is useless).
+bool type_needs_imatrix(ggml_type type);
 // Bytes of `n_rows` rows of `row_width` at `type` (block scales included).
 uint64_t type_bytes(ggml_type type, int64_t row_width, int64_t n_rows);
 

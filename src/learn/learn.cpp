@@ -110,6 +110,7 @@ json hyperparameters(const LearnOptions& o, const std::string& cache_key, int n_
   h["lambda2_init"] = o.lambda2_init;
   h["objective"] = o.objective;
   h["penalty"] = o.penalty;
+  if (o.estimator != "soft") h["estimator"] = o.estimator;  // absent: soft (older checkpoints match)
   if (o.penalty == "dnas") h["dnas"] = {{"beta", o.dnas_beta}, {"gamma", o.dnas_gamma}};
   h["mse_unit"] = "step-0 MSE";
   h["calib_tokens"] = int64_t(n_seq) * o.calib.seq_len;
@@ -133,6 +134,7 @@ Status validate(const LearnOptions& o) {
   if (!(o.lambda2_init >= 0) || !std::isfinite(o.lambda2_init)) return Status::errorf("--lambda2-init must be >= 0 (got {})", o.lambda2_init);
   if (o.objective != "mse" && o.objective != "ce") return Status::errorf("--objective must be mse or ce (got {})", o.objective);
   if (o.objective == "ce" && o.layers_per_step != 0) return Status::error("--objective ce chains all layers: --layers-per-step must be 0");
+  if (o.estimator != "soft" && o.estimator != "st") return Status::errorf("--estimator must be soft or st (got {})", o.estimator);
   if (o.penalty != "al" && o.penalty != "dnas") return Status::errorf("--penalty must be al or dnas (got {})", o.penalty);
   if (!(o.dnas_beta >= 0) || !std::isfinite(o.dnas_beta) || !(o.dnas_gamma >= 0) || !std::isfinite(o.dnas_gamma))
     return Status::errorf("--dnas-beta and --dnas-gamma must be >= 0 (got {}, {})", o.dnas_beta, o.dnas_gamma);
@@ -307,7 +309,7 @@ Result<LearnResult> learn(const LearnOptions& opt_in) {
   std::vector<float> x(size_t(B) * size_t(T) * size_t(n_embd)), y(x.size());
   std::vector<std::vector<float>> bufs;  // one layer's candidates, reused layer after layer
   std::vector<std::vector<float>> xs;    // --objective ce: every layer's input of the step
-  std::vector<std::vector<double>> p(mods.size()), pbar(mods.size()), gp(mods.size());
+  std::vector<std::vector<double>> p(mods.size()), pbar(mods.size()), gp(mods.size()), w(mods.size());
   // Dequantizes layer l's candidates into bufs (reused layer after layer) and points `mix`
   // at them with mixing weights w.
   auto load_layer = [&](int l, const std::vector<std::vector<double>>& w, std::array<ModuleMix, 7>& mix) -> Status {
@@ -372,7 +374,12 @@ Result<LearnResult> learn(const LearnOptions& opt_in) {
       for (size_t j = 0; j < m.K; ++j) z[j] = (m.pi[j] - std::log(-std::log(gumbel.uniform_open()))) / tau;
       softmax(z, p[i]);
       gp[i].assign(m.K, 0.0);
+      if (opt.estimator == "st") {  // the layer sees the sample's one candidate
+        w[i].assign(m.K, 0.0);
+        w[i][size_t(std::max_element(p[i].begin(), p[i].end()) - p[i].begin())] = 1.0;
+      }
     }
+    const auto& wmix = opt.estimator == "st" ? w : p;  // what the layers are run with
     // The batch: consecutive slices of a per-epoch permutation of the sequences.
     std::vector<int> seqs;
     for (int b = 0; b < B; ++b) {
@@ -405,7 +412,7 @@ Result<LearnResult> learn(const LearnOptions& opt_in) {
       GAMMA_RETURN_IF_ERROR(cache->read(L, seqs, y.data()));
       for (int l = 0; l < L; ++l) {
         std::array<ModuleMix, 7> mix;
-        GAMMA_RETURN_IF_ERROR(load_layer(l, p, mix));
+        GAMMA_RETURN_IF_ERROR(load_layer(l, wmix, mix));
         GAMMA_RETURN_IF_ERROR(stepper->forward(l, mix, xs[size_t(l)].data(), xs[size_t(l) + 1].data(), B));
       }
       std::vector<float> g(n), g2(n);
@@ -413,7 +420,7 @@ Result<LearnResult> learn(const LearnOptions& opt_in) {
       if (!std::isfinite(mse)) return Status::errorf("KL is {} at step {}", mse, step);
       for (int l = L - 1; l >= 0; --l) {
         std::array<ModuleMix, 7> mix;
-        GAMMA_RETURN_IF_ERROR(load_layer(l, p, mix));
+        GAMMA_RETURN_IF_ERROR(load_layer(l, wmix, mix));
         GAMMA_RETURN_IF_ERROR(stepper->backward(l, mix, xs[size_t(l)].data(), g.data(), l > 0 ? g2.data() : nullptr, B));
         std::swap(g, g2);
       }
@@ -428,7 +435,7 @@ Result<LearnResult> learn(const LearnOptions& opt_in) {
       GAMMA_RETURN_IF_ERROR(cache->read(l + 1, seqs, y.data()));
       auto t1 = std::chrono::steady_clock::now();
       std::array<ModuleMix, 7> mix;
-      GAMMA_RETURN_IF_ERROR(load_layer(l, p, mix));
+      GAMMA_RETURN_IF_ERROR(load_layer(l, wmix, mix));
       auto t2 = std::chrono::steady_clock::now();
       GAMMA_ASSIGN_OR_RETURN(double mse_l, stepper->run(l, mix, x.data(), y.data(), B, 1.0 / double(k_step)));
       if (!std::isfinite(mse_l)) return Status::errorf("layer {} MSE is {} at step {}", l, mse_l, step);

@@ -50,6 +50,11 @@ struct LearnOptions {
   std::string objective = "mse";
   std::string penalty = "al";  // al: augmented Lagrangian (GAMMA) | dnas: multiplicative ablation
   double dnas_beta = 10, dnas_gamma = 1;
+  // soft: the layer runs on W_mix = sum p_b W_b (Gumbel-softmax, the paper) | st: straight-
+  // through (Jang et al.): the layer runs on the one candidate argmax_b p_b of the sample, and
+  // its gradient dL/dW . W_b is taken as dL/dp_b. The loss is then that of a discrete
+  // assignment, which no mixture of candidates can undercut.
+  std::string estimator = "soft";
   double tau_end = 0;       // > 0: tau anneals exponentially to tau_end over the run
   std::string init = "tilt";  // tilt: start on the budget, no module preferred; uniform: pi = 0
   uint64_t seed = 0;

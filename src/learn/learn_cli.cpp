@@ -20,6 +20,7 @@ void add_learn_options(CLI::App* c, LearnOptions* o) {
   c->add_option("--lr-lambda", o->lr_lambda, "gradient-ascent step of lambda1 and lambda2")->capture_default_str();
   c->add_option("--lambda2-init", o->lambda2_init, "initial lambda2 (damps the budget's oscillation)")->capture_default_str();
   c->add_option("--objective", o->objective, "task term: mse (teacher-forced layer MSE, GAMMA) or ce (ablation: KL of the final logits vs the teacher, all layers chained)")->capture_default_str();
+  c->add_option("--estimator", o->estimator, "soft (Gumbel-softmax mixture, GAMMA) or st (straight-through: the layer runs on the sampled candidate)")->capture_default_str();
   c->add_option("--penalty", o->penalty, "budget term: al (augmented Lagrangian, GAMMA) or dnas (ablation: mse (1 + beta gap^2)^gamma)")->capture_default_str();
   c->add_option("--dnas-beta", o->dnas_beta, "beta of --penalty dnas")->capture_default_str();
   c->add_option("--dnas-gamma", o->dnas_gamma, "gamma of --penalty dnas")->capture_default_str();

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <chrono>
 #include <map>
+#include <set>
 
 #include "gguf.h"
 #include "gguf_model/model.h"
@@ -21,6 +23,7 @@ namespace {
 struct Stats {
   std::string fingerprint, imatrix_sha256;
   std::map<std::string, std::pair<uint64_t, double>> modules;  // name -> (bytes, rel_err)
+  double seconds = 0;  // wall time of quantizing and measuring this part
 };
 
 json stats_json(const Stats& s) {
@@ -30,6 +33,7 @@ json stats_json(const Stats& s) {
   json m = json::object();
   for (const auto& [k, v] : s.modules) m[k] = {{"bytes", v.first}, {"rel_err", v.second}};
   j["modules"] = m;
+  j["seconds"] = s.seconds;
   return j;
 }
 
@@ -43,6 +47,7 @@ bool load_stats(const std::string& path, const std::string& fingerprint, const s
     if (s.fingerprint != fingerprint || s.imatrix_sha256 != im_sha) return false;
     for (const auto& [k, v] : r->at("modules").items())
       s.modules[k] = {v.at("bytes").get<uint64_t>(), v.at("rel_err").get<double>()};
+    s.seconds = r->value("seconds", 0.0);
   } catch (const json::exception&) {
     return false;
   }
@@ -62,15 +67,48 @@ std::string sanitize_label(std::string s) {
 
 }  // namespace
 
+const std::vector<std::string>& default_candidate_types() {
+  static const std::vector<std::string> kTypes = {
+      // 256-wide blocks (Qwen's table)                       // 32-wide blocks (SmolLM2's table)
+      "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "Q4_1", "Q5_1", "Q8_0"};
+  return kTypes;
+}
+
 Result<Manifest> build_pool(const PoolOptions& opt) {
   const int nt = opt.n_threads > 0 ? opt.n_threads : default_threads();
   GAMMA_ASSIGN_OR_RETURN(auto model, Model::open(opt.model_path));
   if (opt.types.empty() && opt.imports.empty()) return Status::error("no candidate types given (--types)");
 
   std::vector<ggml_type> types;
-  for (const auto& t : opt.types) {
+  const bool automatic = opt.types.size() == 1 && opt.types[0] == "auto";
+  for (const auto& t : automatic ? default_candidate_types() : opt.types) {
     GAMMA_ASSIGN_OR_RETURN(ggml_type gt, parse_type(t));
+    if (automatic) {  // keep what fits some module and can be made without an imatrix when none is given
+      bool fits = false;
+      for (const auto& lm : model->linear()) fits = fits || type_admits(gt, model->tensors()[lm.tensor].row_width());
+      if (!fits || (type_needs_imatrix(gt) && opt.imatrix_path.empty())) continue;
+    }
     if (std::find(types.begin(), types.end(), gt) == types.end()) types.push_back(gt);
+  }
+  // A type asked for must give candidates: say why it cannot rather than fill the pool with
+  // F16 fallbacks.
+  for (ggml_type t : types) {
+    bool any = false;
+    std::set<int64_t> widths;
+    for (const auto& lm : model->linear()) {
+      widths.insert(model->tensors()[lm.tensor].row_width());
+      any = any || type_admits(t, model->tensors()[lm.tensor].row_width());
+    }
+    if (!any) {
+      std::string w;
+      for (int64_t x : widths) w += (w.empty() ? "" : ", ") + std::to_string(x);
+      return Status::errorf("{} fits no linear module of this model: its rows ({} wide) are not multiples of its {}-wide "
+                            "blocks",
+                            type_name(t), w, ggml_blck_size(t));
+    }
+    if (type_needs_imatrix(t) && opt.imatrix_path.empty())
+      return Status::errorf("{} needs an importance matrix (--imatrix FILE from llama-imatrix), as llama-quantize does",
+                            type_name(t));
   }
 
   Imatrix im;
@@ -130,7 +168,7 @@ Result<Manifest> build_pool(const PoolOptions& opt) {
 
   auto admits = [&](ggml_type type, const std::string& name, const TensorInfo& t) {
     if (!type_admits(type, t.row_width())) return false;
-    return !ggml_quantize_requires_imatrix(type) || im.find(name) != nullptr;
+    return !type_needs_imatrix(type) || im.find(name) != nullptr;
   };
 
   // Work list: one part file per generated type, then one per import.
@@ -145,7 +183,7 @@ Result<Manifest> build_pool(const PoolOptions& opt) {
       if (admits(type, lm.name, t)) { total += t.n_elements(); any = true; }
     if (!any) { orphans.push_back(&lm); total += t.n_elements(); }
   }
-  Progress bar("pool", total);
+  Progress bar("pool", total, opt.quiet);
   int64_t done = 0;
 
   auto add_candidates = [&](const Stats& s, const std::string& file, const std::function<std::string(const std::string&)>& id_of,
@@ -176,7 +214,8 @@ Result<Manifest> build_pool(const PoolOptions& opt) {
       done += part_params;  // resumed: finished in an earlier run
       bar.update(done, tname + " (cached)");
     } else {
-      s = Stats{man.model_fingerprint, im.sha256, {}};
+      const auto t0 = std::chrono::steady_clock::now();
+      s = Stats{man.model_fingerprint, im.sha256, {}, 0.0};
       GgufWriter w;
       gguf_set_val_str(w.gguf(), "gamma.pool.type", tname.c_str());
       gguf_set_val_str(w.gguf(), "gamma.model.fingerprint", man.model_fingerprint.c_str());
@@ -201,6 +240,7 @@ Result<Manifest> build_pool(const PoolOptions& opt) {
         bar.update(done, tname + " " + t.name);
         return Status::ok();
       }));
+      s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       GAMMA_RETURN_IF_ERROR(write_json(spath, stats_json(s)));
     }
     add_candidates(s, file, [&](const std::string&) { return tname; }, [&](const std::string&) { return type; });
@@ -238,7 +278,7 @@ Result<Manifest> build_pool(const PoolOptions& opt) {
     const std::string gpath = opt.out_dir + "/" + file, spath = opt.out_dir + "/import-" + imp.label + ".json";
     Stats s;
     if (!(fs::exists(gpath) && load_stats(spath, man.model_fingerprint, im.sha256, s) && s.modules.size() == pairs.size())) {
-      s = Stats{man.model_fingerprint, im.sha256, {}};
+      s = Stats{man.model_fingerprint, im.sha256, {}, 0.0};
       GgufWriter w;
       gguf_set_val_str(w.gguf(), "gamma.pool.import", imp.path.c_str());
       for (auto& [it, st] : pairs) w.add({it->name, it->type, it->shape});

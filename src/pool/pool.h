@@ -4,6 +4,7 @@
 //   cand-<TYPE>.gguf     every module's tensor at TYPE (original names)
 //   import-<LABEL>.gguf  tensors taken from an imported GGUF
 //   manifest.json        bytes, bpw, relative error per module x candidate (manifest.h)
+//   cand-<TYPE>.json     the part's sidecar: per-module figures and the seconds it took
 // Each candidate file is written atomically with a stats sidecar, so an interrupted build
 // resumes at the first missing file.
 #pragma once
@@ -15,9 +16,15 @@
 
 namespace gm {
 
+// The default candidate set ("auto"): the types no other type dominates (fewer bytes and less
+// weight error on nearly every module), measured per block width on Qwen2.5-Coder-1.5B and
+// SmolLM2-135M (results/iq_*/types.md, experiments/type_table.py). Each module gets those its
+// rows fit; IQ2_XXS and IQ2_XS only with an imatrix.
+const std::vector<std::string>& default_candidate_types();
+
 struct PoolOptions {
   std::string model_path;
-  std::vector<std::string> types;    // candidate type names
+  std::vector<std::string> types;    // candidate type names, or {"auto"}
   std::string imatrix_path;          // optional
   std::vector<std::string> imports;  // "PATH" or "PATH:LABEL"
   std::string out_dir;

@@ -22,28 +22,37 @@ namespace fs = std::filesystem;
 namespace gm {
 
 const std::vector<StandardMix>& standard_mixes() {
-  // llama-quantize's table: " 2.96G, +3.5199 ppl @ Llama-3-8B" etc.; bpw = G * 2^30 * 8 / 8.03e9.
+  // llama-quantize's table: K and legacy mixes as " 2.96G, +3.5199 ppl @ Llama-3-8B"
+  // (bpw = G * 2^30 * 8 / 8.03e9), IQ mixes as " 3.44 bpw quantization". IQ1_S..IQ2_S need an
+  // imatrix (llama-quantize refuses them without one).
   static const std::vector<StandardMix> mixes = [] {
-    const std::vector<std::pair<const char*, double>> gib = {
-        {"Q2_K", 2.96},   {"Q3_K_S", 3.41}, {"Q3_K_M", 3.74}, {"Q3_K_L", 4.03}, {"Q4_0", 4.34},
-        {"Q4_K_S", 4.37}, {"Q4_K_M", 4.58}, {"Q4_1", 4.78},   {"Q5_0", 5.21},   {"Q5_K_S", 5.21},
-        {"Q5_K_M", 5.33}, {"Q5_1", 5.65},   {"Q6_K", 6.14},   {"Q8_0", 7.96}};
-    std::vector<StandardMix> m;
-    for (const auto& [n, g] : gib) m.push_back({n, g * 1073741824.0 * 8 / 8.03e9});
+    const double gib = 1073741824.0 * 8 / 8.03e9;
+    std::vector<StandardMix> m = {
+        {"IQ1_S", 1.56, true},         {"IQ1_M", 1.75, true},         {"IQ2_XXS", 2.06, true},
+        {"IQ2_XS", 2.31, true},        {"IQ2_S", 2.5, true},          {"IQ2_M", 2.7, false},
+        {"Q2_K", 2.96 * gib, false},   {"IQ3_XXS", 3.06, false},      {"IQ3_XS", 3.3, false},
+        {"Q3_K_S", 3.41 * gib, false}, {"IQ3_S", 3.44, false},        {"IQ3_M", 3.66, false},
+        {"Q3_K_M", 3.74 * gib, false}, {"Q3_K_L", 4.03 * gib, false}, {"IQ4_XS", 4.25, false},
+        {"Q4_0", 4.34 * gib, false},   {"Q4_K_S", 4.37 * gib, false}, {"IQ4_NL", 4.5, false},
+        {"Q4_K_M", 4.58 * gib, false}, {"Q4_1", 4.78 * gib, false},   {"Q5_0", 5.21 * gib, false},
+        {"Q5_K_S", 5.21 * gib, false}, {"Q5_K_M", 5.33 * gib, false}, {"Q5_1", 5.65 * gib, false},
+        {"Q6_K", 6.14 * gib, false},   {"Q8_0", 7.96 * gib, false}};
     return m;
   }();
   return mixes;
 }
 
-int nearest_mix(double file_bpw) {
+int nearest_mix(double file_bpw, bool have_imatrix) {
   const auto& m = standard_mixes();
-  int best = 0;
-  for (int i = 1; i < int(m.size()); ++i)
-    if (std::fabs(m[i].nominal_bpw - file_bpw) < std::fabs(m[best].nominal_bpw - file_bpw)) best = i;
+  int best = -1;
+  for (int i = 0; i < int(m.size()); ++i)
+    if ((have_imatrix || !m[i].needs_imatrix) &&
+        (best < 0 || std::fabs(m[i].nominal_bpw - file_bpw) < std::fabs(m[best].nominal_bpw - file_bpw)))
+      best = i;
   return best;
 }
 
-int next_mix_to_try(double file_bpw, const std::vector<double>& made) {
+int next_mix_to_try(double file_bpw, const std::vector<double>& made, bool have_imatrix) {
   bool below = false, above = false, any = false;
   for (double b : made)
     if (b >= 0) {
@@ -51,25 +60,19 @@ int next_mix_to_try(double file_bpw, const std::vector<double>& made) {
       below = below || b <= file_bpw;
       above = above || b >= file_bpw;
     }
-  if (!any) return nearest_mix(file_bpw);
+  if (!any) return nearest_mix(file_bpw, have_imatrix);
   if (below && above) return -1;
   // Real sizes need not follow the nominal order (a k-quant mix falls back to other types on
   // rows k-quants cannot hold), so take the nominally nearest untried mix on the missing side.
   const auto& m = standard_mixes();
   int next = -1;
   for (int i = 0; i < int(m.size()); ++i) {
-    if (made[size_t(i)] >= 0 || (below ? m[i].nominal_bpw < file_bpw : m[i].nominal_bpw > file_bpw)) continue;
+    if (made[size_t(i)] >= 0 || (m[i].needs_imatrix && !have_imatrix) ||
+        (below ? m[i].nominal_bpw < file_bpw : m[i].nominal_bpw > file_bpw))
+      continue;
     if (next < 0 || std::fabs(m[i].nominal_bpw - file_bpw) < std::fabs(m[next].nominal_bpw - file_bpw)) next = i;
   }
   return next;
-}
-
-Result<std::vector<std::string>> default_types(const std::string& model_path) {
-  GAMMA_ASSIGN_OR_RETURN(auto model, Model::open(model_path));
-  bool k256 = true;
-  for (const auto& m : model->linear()) k256 = k256 && model->tensors()[m.tensor].row_width() % 256 == 0;
-  if (k256) return std::vector<std::string>{"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"};
-  return std::vector<std::string>{"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"};
 }
 
 namespace {
@@ -141,7 +144,10 @@ Status run_pipeline(const RunOptions& o) {
   if (o.compare != "auto" && o.compare != "none") {
     for (int i = 0; i < int(standard_mixes().size()); ++i)
       if (o.compare == standard_mixes()[i].name) compare_idx = i;
-    if (compare_idx < 0) return Status::errorf("--compare {}: not a llama.cpp standard mix (Q2_K, Q3_K_S, ..., Q8_0)", o.compare);
+    if (compare_idx < 0)
+      return Status::errorf("--compare {}: not a llama.cpp standard mix (IQ1_S, ..., IQ4_NL, Q2_K, ..., Q8_0)", o.compare);
+    if (standard_mixes()[compare_idx].needs_imatrix && o.imatrix == "none")
+      return Status::errorf("--compare {}: llama-quantize makes it only with an imatrix (not with --imatrix none)", o.compare);
   }
   const std::string G = o.gamma_exe;
   const std::string data = o.data_dir.empty() ? shared_data_dir() : o.data_dir;
@@ -163,9 +169,9 @@ Status run_pipeline(const RunOptions& o) {
     say("fetch " + o.model);
     GAMMA_ASSIGN_OR_RETURN(model, fetch_model(o.model));
   }
-  GAMMA_ASSIGN_OR_RETURN(auto types, o.types.empty() ? default_types(model) : Result<std::vector<std::string>>(o.types));
-  std::string types_csv;
-  for (const auto& t : types) types_csv += (types_csv.empty() ? "" : ",") + t;
+  std::string types_csv;  // empty: gamma pool's measured default set ("auto")
+  for (const auto& t : o.types) types_csv += (types_csv.empty() ? "" : ",") + t;
+  if (types_csv.empty()) types_csv = "auto";
 
   // 2. The teacher: the model dequantized to F32 (when the source is quantized, the best
   //    reference there is; reported as such).
@@ -246,7 +252,9 @@ Status run_pipeline(const RunOptions& o) {
       return Status::ok();
     };
     if (o.compare == "auto") {
-      for (int tries = 0, i = nearest_mix(mine.bpw); i >= 0 && tries < 6; ++tries, i = next_mix_to_try(mine.bpw, made))
+      const bool have_im = !imatrix.empty();
+      for (int tries = 0, i = nearest_mix(mine.bpw, have_im); i >= 0 && tries < 6;
+           ++tries, i = next_mix_to_try(mine.bpw, made, have_im))
         GAMMA_RETURN_IF_ERROR(make(i));
       // The nearest mix no larger and the nearest no smaller than gamma's file (one row when
       // only one side exists within the tries).

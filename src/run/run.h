@@ -18,7 +18,7 @@ struct RunOptions {
   std::string model = "smollm2-135m";  // registry name (gamma fetch) or a GGUF path
   double bpw = 4.75;                   // target bits per weight of the linear modules
   std::string work = "gamma-run";      // work directory
-  std::vector<std::string> types;      // pool candidates; empty: by the model's row widths
+  std::vector<std::string> types;      // pool candidates; empty: gamma pool's default set (auto)
   std::string imatrix = "auto";        // auto (llama-imatrix on the calibration text), none, or a file
   int imatrix_chunks = 32;
   std::string scores;                  // reuse a SCORES.json instead of learning
@@ -32,11 +32,12 @@ struct RunOptions {
   std::string data_dir;                // ../shared/data (calibration and evaluation text)
 };
 
-// llama-quantize's standard mixes with their nominal bits per weight, from the size table
-// llama-quantize prints (GiB at Llama-3-8B's 8.03e9 weights): where `auto` starts looking.
+// llama-quantize's standard mixes, K, legacy and IQ, with their nominal bits per weight from
+// the table llama-quantize prints: where `auto` starts looking.
 struct StandardMix {
   const char* name;
   double nominal_bpw;
+  bool needs_imatrix;  // llama-quantize refuses it without one
 };
 const std::vector<StandardMix>& standard_mixes();
 
@@ -45,12 +46,9 @@ const std::vector<StandardMix>& standard_mixes();
 // negative = not made yet), the next to make (-1: done): until one real mix lies on each
 // side of gamma's size, the nominally nearest untried mix on the side still missing.
 // `gamma run` shows the nearest mix below and the nearest above, in real bytes.
-int nearest_mix(double file_bpw);
-int next_mix_to_try(double file_bpw, const std::vector<double>& made_bpw);
-
-// Candidate types for a model: Q2_K..Q6_K when every linear row width is a multiple of 256,
-// else the 32-wide Q4_0, Q4_1, Q5_0, Q5_1, Q8_0.
-Result<std::vector<std::string>> default_types(const std::string& model_path);
+// Mixes that need an imatrix are skipped when `have_imatrix` is false.
+int nearest_mix(double file_bpw, bool have_imatrix = true);
+int next_mix_to_try(double file_bpw, const std::vector<double>& made_bpw, bool have_imatrix = true);
 
 Status run_pipeline(const RunOptions& opt);
 

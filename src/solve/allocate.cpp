@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "gguf_model/model.h"
 #include "solve/budget.h"
 
 namespace gm::solve {
@@ -13,9 +14,18 @@ std::string Budget::describe() const {
 }
 
 Result<Allocator> Allocator::create(const Manifest& m, Scores scores, const std::vector<Constraint>& constraints,
-                                    KnapsackOptions opt) {
+                                    KnapsackOptions opt, std::map<std::string, std::string> fixed_types) {
   Allocator a;
   a.m_ = &m;
+  for (const auto& [name, type] : fixed_types) {
+    auto it = std::find_if(m.fixed.begin(), m.fixed.end(), [&](const FixedTensor& f) { return f.name == name; });
+    if (it == m.fixed.end()) return Status::errorf("--fixed {}: not a non-linear tensor of this model", name);
+    GAMMA_ASSIGN_OR_RETURN(ggml_type t, parse_type(type));
+    if (it->shape.empty() || !type_admits(t, it->shape[0]))
+      return Status::errorf("--fixed {}={}: its {}-wide rows do not fit {}", name, type, it->shape.empty() ? 0 : it->shape[0],
+                            type);
+  }
+  a.fixed_override_ = std::move(fixed_types);
   GAMMA_RETURN_IF_ERROR(scores.check(m, &a.unscored_));
   GAMMA_ASSIGN_OR_RETURN(auto allowed, allowed_candidates(m, constraints));
   std::vector<KnapsackClass> by_bytes, by_file;
@@ -51,6 +61,12 @@ Result<Allocator> Allocator::create(const Manifest& m, Scores scores, const std:
   return a;
 }
 
+std::map<std::string, std::string> Allocator::fixed_types(double linear_bpw) const {
+  auto f = default_fixed_types(*m_, linear_bpw);
+  for (const auto& [name, type] : fixed_override_) f[name] = type;
+  return f;
+}
+
 const Knapsack& Allocator::knapsack(Budget::Kind kind) const {
   return kind == Budget::Kind::kBpw ? *by_bytes_ : *by_file_bytes_;
 }
@@ -58,7 +74,7 @@ const Knapsack& Allocator::knapsack(Budget::Kind kind) const {
 double Allocator::min_bpw() const { return 8.0 * double(by_bytes_->min_weight()) / double(linear_params_); }
 
 uint64_t Allocator::min_file_bytes() const {
-  return fixed_file_bytes(*m_, default_fixed_types(*m_, 0)) + by_file_bytes_->min_weight();
+  return fixed_file_bytes(*m_, fixed_types(0)) + by_file_bytes_->min_weight();
 }
 
 // The fixed tensors take the default types for the linear bpw the file size affords once
@@ -67,7 +83,7 @@ uint64_t Allocator::min_file_bytes() const {
 // linear modules too little, the smallest default types are the fallback.
 Status Allocator::fixed_for_size(uint64_t file_bytes, double* bpw, std::map<std::string, std::string>* fixed,
                                  uint64_t* capacity) const {
-  auto fixed_at = [&](double b) { return fixed_file_bytes(*m_, default_fixed_types(*m_, b)); };
+  auto fixed_at = [&](double b) { return fixed_file_bytes(*m_, fixed_types(b)); };
   auto affords = [&](double b) {
     uint64_t f = fixed_at(b);
     return f <= file_bytes && b <= 8.0 * double(file_bytes - f) / double(linear_params_);
@@ -89,7 +105,7 @@ Status Allocator::fixed_for_size(uint64_t file_bytes, double* bpw, std::map<std:
         "--size {} is below the smallest feasible file, {} (every module at its lightest allowed candidate)",
         format_size(file_bytes), format_size(min_file_bytes()));
   *bpw = lo;
-  *fixed = default_fixed_types(*m_, lo);
+  *fixed = fixed_types(lo);
   *capacity = file_bytes - f;
   return Status::ok();
 }
@@ -105,7 +121,7 @@ Result<Allocation> Allocator::solve(const Budget& b) const {
           b.bpw, min_bpw(), format_size(by_bytes_->min_weight()));
     uint64_t capacity = cap >= 1.8e19L ? UINT64_MAX : uint64_t(cap);
     GAMMA_ASSIGN_OR_RETURN(KnapsackSolution sol, by_bytes_->solve(capacity));
-    return finish(b, capacity, b.bpw, default_fixed_types(*m_, b.bpw), std::move(sol));
+    return finish(b, capacity, b.bpw, fixed_types(b.bpw), std::move(sol));
   }
   double fbpw = 0;
   std::map<std::string, std::string> fixed;
@@ -131,7 +147,7 @@ Result<std::vector<Allocation>> Allocator::sweep(const std::vector<double>& bpws
   for (size_t k = 0; k < bpws.size(); ++k) {
     if (!sols[k].is_ok()) return sols[k].status();
     Budget b{Budget::Kind::kBpw, bpws[k], 0};
-    GAMMA_ASSIGN_OR_RETURN(Allocation a, finish(b, caps[k], bpws[k], default_fixed_types(*m_, bpws[k]),
+    GAMMA_ASSIGN_OR_RETURN(Allocation a, finish(b, caps[k], bpws[k], fixed_types(bpws[k]),
                                                 std::move(sols[k]).value()));
     out.push_back(std::move(a));
   }

@@ -36,8 +36,10 @@ class Allocator {
  public:
   // `m` must outlive the allocator. Checks the scores against the pool and applies the
   // constraints (see scores.h, constraints.h).
+  // `fixed_types` overrides the default type of named non-linear tensors (token_embd.weight,
+  // output.weight): the budget then pays for them at that type.
   static Result<Allocator> create(const Manifest& m, Scores scores, const std::vector<Constraint>& constraints,
-                                  KnapsackOptions opt = {});
+                                  KnapsackOptions opt = {}, std::map<std::string, std::string> fixed_types = {});
 
   // The best plan within the budget. An infeasible budget fails naming the smallest
   // feasible one; an answer not proven optimal is returned with its gap (see
@@ -58,6 +60,7 @@ class Allocator {
  private:
   Allocator() = default;
   const Knapsack& knapsack(Budget::Kind kind) const;
+  std::map<std::string, std::string> fixed_types(double linear_bpw) const;  // defaults + overrides
   Result<Allocation> finish(const Budget& b, uint64_t capacity, double fixed_bpw,
                             const std::map<std::string, std::string>& fixed, KnapsackSolution sol) const;
   Status fixed_for_size(uint64_t file_bytes, double* bpw, std::map<std::string, std::string>* fixed,
@@ -70,6 +73,7 @@ class Allocator {
   std::vector<std::vector<int>> cand_;  // per module: candidate index of each knapsack item
   std::optional<Knapsack> by_bytes_, by_file_bytes_;
   int64_t linear_params_ = 0;
+  std::map<std::string, std::string> fixed_override_;
 };
 
 }  // namespace gm::solve

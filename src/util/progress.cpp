@@ -7,9 +7,9 @@
 
 namespace gm {
 
-Progress::Progress(std::string label, int64_t total)
-    : label_(std::move(label)), total_(total), tty_(::isatty(2)),
-      forced_(std::getenv("GAMMA_PROGRESS") && std::string(std::getenv("GAMMA_PROGRESS")) == "1"),
+Progress::Progress(std::string label, int64_t total, bool quiet)
+    : label_(std::move(label)), total_(total), tty_(!quiet && ::isatty(2)),
+      forced_(!quiet && std::getenv("GAMMA_PROGRESS") && std::string(std::getenv("GAMMA_PROGRESS")) == "1"),
       start_(std::chrono::steady_clock::now()), last_(start_ - std::chrono::hours(1)) {}
 
 Progress::~Progress() {

@@ -10,7 +10,8 @@ namespace gm {
 
 class Progress {
  public:
-  Progress(std::string label, int64_t total);
+  // quiet: never draw (the command's -q), whatever the terminal or GAMMA_PROGRESS.
+  Progress(std::string label, int64_t total, bool quiet = false);
   ~Progress();
   void update(int64_t done, const std::string& extra = "");
   void finish(const std::string& extra = "");

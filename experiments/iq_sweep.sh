@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Issue 18: the IQ pool, on MODEL (qwen2.5-coder-1.5b, default, or smollm2-135m; the teacher
+# is the source dequantized to F32: Q4_K_M for Qwen, Q4_1 for SmolLM2).
+#   teacher -> imatrix on prose + code calibration -> a pool of every quantizable type (time per
+#   type) -> the per-type table and the dominated types (experiments/type_table.py)
+#   -> llama.cpp's K and IQ mixes (vendored llama-quantize, same teacher + imatrix)
+#   -> at each mix size: static proxy, HAWQ-V2 over the default (Pareto) pool
+#   -> KLD vs the teacher on wiki.test.raw and python-eval.txt (CHUNKS x 512, the same chunks
+#      for every model; neither text is used for choosing anything here).
+# IQ1_S / IQ1_M (1.56 / 1.75 bpw) are left out: below the range studied, and IQ1_S alone was
+# on course for ~40 min of the 2 cores on Qwen (27 of ~300 MB written in 4 min, measured).
+# Calibration (never test text): the first 40,000 bytes of war-and-peace.txt and the first
+# 36,000 of python-calib.txt (its last 25 %, from byte 480,000, is held back for validation).
+# The embedding and output head are choices too (solve --fixed; SmolLM2 ties them, Qwen does
+# not): each FIXED variant (LABEL:TENSOR=TYPE,...) is tried at every size, and validation KLD
+# (wiki.valid.tokens and the held-back end of python-calib.txt, VCHUNKS x 512 each) picks one
+# per allocator and size before the test texts.
+# Resumable: every output is skipped when it exists; plans and evals go straight to
+# results/iq_qwen/, which is committed. PHASES picks what runs (default all, in order).
+set -euo pipefail
+root=${GAMMA_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}  # GAMMA_ROOT: when running a copy of this script
+G=$root/build/cli/gamma; B=$root/build/bin
+MODEL=${MODEL:-qwen2.5-coder-1.5b}
+case $MODEL in
+  qwen2.5-coder-1.5b) tag=qwen; title="Qwen2.5-Coder-1.5B Q4_K_M"
+    FIXED="o6e4:output.weight=Q6_K,token_embd.weight=Q4_K o5e4:output.weight=Q5_K,token_embd.weight=Q4_K o6e3:output.weight=Q6_K,token_embd.weight=IQ3_S"
+    DEF_MIXES="IQ3_M Q3_K_M IQ2_XS IQ2_M IQ3_XXS IQ3_S IQ4_XS IQ4_NL Q2_K Q3_K_S Q3_K_L Q4_K_S" ;;
+  smollm2-135m) tag=smollm2; title="SmolLM2-135M-Instruct Q4_1"
+    FIXED="eQ8_0:token_embd.weight=Q8_0 eQ5_1:token_embd.weight=Q5_1"
+    DEF_MIXES="IQ4_NL Q4_0 Q3_K_M IQ3_M" ;;
+  *) echo "MODEL must be qwen2.5-coder-1.5b or smollm2-135m" >&2; exit 2 ;;
+esac
+W=${WORK:-/tmp/gamma-$tag}; R=$root/results/iq_$tag
+mkdir -p $W/mixes $W/models $W/scores $R/plans $R/evals
+T=${THREADS:-2}; CH=${CHUNKS:-16}
+PHASES=${PHASES:-"teacher imatrix pool table mixes hawq sizes"}
+ALLOCS=${ALLOCS:-"static hawq"}
+ALL_TYPES=IQ2_XXS,IQ2_XS,IQ2_S,Q2_K,IQ3_XXS,IQ3_S,Q3_K,IQ4_XS,IQ4_NL,Q4_0,Q4_K,Q4_1,Q5_0,Q5_K,Q5_1,Q6_K,Q8_0
+MIXES=${MIXES:-$DEF_MIXES}
+TEACHER=$W/teacher-f32.gguf; IMX=$W/imatrix-mix.gguf; POOL_ALL=$W/pool-all
+txt=$root/../shared/data/text
+now() { date +%s.%N; }
+log() { echo "[$(date -u +%H:%M:%S)] $*"; }
+has() { [[ " $PHASES " == *" $1 "* ]]; }
+secs() { python3 -c "print(round($(now) - $1, 1))"; }
+src=$($G fetch $MODEL)
+
+if has teacher && [ ! -f $TEACHER ]; then log "teacher"; $G dequantize "$src" -o $TEACHER --type f32; fi
+if has imatrix && [ ! -f $IMX ]; then
+  log "imatrix (prose + code calibration)"
+  { head -c 40000 $txt/war-and-peace.txt; echo; head -c 36000 $txt/python-calib.txt; } > $W/calib-mix.txt
+  t0=$(now)
+  $B/llama-imatrix -m "$src" -f $W/calib-mix.txt -c 512 --chunks 32 -t $T -o $W/imatrix-mix.tmp.gguf > $W/imatrix-mix.log 2>&1
+  mv $W/imatrix-mix.tmp.gguf $IMX; secs $t0 > $W/imatrix-mix.seconds
+fi
+admitted() {  # MODEL -> the types of ALL_TYPES that fit at least one of its linear modules (gamma inspect)
+  $G inspect --json "$1" | python3 -c "
+import json, sys
+fit = {t for m in json.load(sys.stdin)['linear'] for t in m['candidates']}
+if 'IQ2_S' in fit:  # inspect lists no imatrix-only type; they have IQ2_S's 256-wide blocks
+    fit |= {'IQ2_XXS', 'IQ2_XS'}
+print(','.join(t for t in sys.argv[1].split(',') if t in fit))" $ALL_TYPES
+}
+if has pool && [ ! -f $POOL_ALL/manifest.json ]; then
+  log "pool of every type"
+  $G pool "$src" --types $(admitted "$src") --imatrix $IMX -t $T -q -o $POOL_ALL
+fi
+if has table; then
+  python3 $root/experiments/type_table.py $POOL_ALL/manifest.json --model "$title" -o $R/types
+fi
+evaluate() {  # GGUF NAME: KLD vs the teacher on both test texts
+  local f
+  for f in wiki.test.raw:wiki python-eval.txt:py; do
+    local text=${f%%:*} tag=${f##*:}
+    [ -f $R/evals/$2.$tag.json ] && continue
+    $G eval "$1" --teacher $TEACHER --kld-base $W/kld-base-$tag-$CH.bin --text $txt/$text --ctx 512 --chunks $CH \
+      -t $T -q -o $R/evals/$2.$tag.json
+  done
+}
+if has mixes; then
+  for m in $MIXES; do
+    [ -f $R/evals/llama-$m.py.json ] && continue
+    if [ ! -f $W/mixes/$m.gguf ]; then
+      log "llama-quantize $m"; t0=$(now)
+      $B/llama-quantize --imatrix $IMX $TEACHER $W/mixes/$m.partial.gguf $m $T > $W/mixes/$m.log 2>&1
+      mv $W/mixes/$m.partial.gguf $W/mixes/$m.gguf; secs $t0 > $R/evals/llama-$m.quantize-seconds
+    fi
+    log "eval llama $m"; evaluate $W/mixes/$m.gguf llama-$m
+  done
+fi
+
+# 2. HAWQ-V2 traces over the pool (once).
+if has hawq && [ ! -f $R/hawq.json ]; then
+  log "gamma hawq"
+  $G hawq $POOL_ALL --teacher $TEACHER --calib $W/calib-mix.txt --samples 4 --batch 4 --calib-tokens 4096 --seq-len 256 \
+    -t $T -q -o $W/scores/hawq.json
+  cp $W/scores/hawq.json $R/hawq.json
+fi
+# 3. Every allocator at each mix's file size: one plan per tied-embedding type, the one with
+# the lowest validation KLD (both texts, summed) evaluated on the test texts.
+VCH=${VCHUNKS:-8}
+tail -c +480001 $txt/python-calib.txt > $W/valid-py.txt
+valid_kld() {  # GGUF NAME -> sum of the mean KLD on the two validation texts
+  local f
+  for f in $txt/wiki.valid.tokens:wv $W/valid-py.txt:pv; do
+    local text=${f%%:*} t=${f##*:}
+    [ -f $R/evals/$2.$t.json ] || $G eval "$1" --teacher $TEACHER --kld-base $W/kld-base-$t-$VCH.bin --text $text \
+      --ctx 512 --chunks $VCH -t $T -q -o $R/evals/$2.$t.json
+  done
+  python3 -c "import json,sys; print(sum(json.load(open(f))['kld']['mean'] for f in sys.argv[1:]))" \
+    $R/evals/$2.wv.json $R/evals/$2.pv.json
+}
+mix_bytes() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['model']['file_bytes'])" $R/evals/llama-$1.wiki.json; }
+if has sizes; then
+  for m in $MIXES; do
+    [ -f $R/evals/llama-$m.wiki.json ] || continue
+    sz=$(mix_bytes $m)
+    for a in $ALLOCS; do
+      case $a in
+        static) args="--score-from-manifest" ;;
+        hawq) [ -f $R/hawq.json ] || continue; args="--scores $R/hawq.json" ;;
+        *) args="--scores $R/$a.json --transform size-log" ;;  # GAMMA scores learned on this pool
+      esac
+      best=""; bestk=""
+      for v in $FIXED; do
+        n=$a-size-$m-${v%%:*}; spec=${v#*:}
+        [ -f $R/plans/$n.json ] || $G solve --pool $POOL_ALL $args --size $sz $(for f in ${spec//,/ }; do echo --fixed $f; done) \
+          -o $R/plans/$n.json > /dev/null
+        [ -f $R/evals/$n.wv.json ] && [ -f $R/evals/$n.pv.json ] || $G emit $POOL_ALL $R/plans/$n.json -o $W/models/$n.gguf > /dev/null
+        k=$(valid_kld $W/models/$n.gguf $n)
+        rm -f $W/models/$n.gguf
+        if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $k < $bestk else 1)"; then best=$n; bestk=$k; fi
+      done
+      log "$a at $m size: $best (validation KLD sum $bestk)"
+      echo "$best" > $R/plans/$a-size-$m.choice
+      if [ ! -f $R/evals/$best.py.json ]; then
+        $G emit $POOL_ALL $R/plans/$best.json -o $W/models/$best.gguf > /dev/null
+        evaluate $W/models/$best.gguf $best
+        rm -f $W/models/$best.gguf
+      fi
+    done
+  done
+fi
+log "done: $PHASES"
