@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/eval.h"
+#include "util/threads.h"
 
 namespace {
 
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
   std::string text = std::string(GAMMA_SHARED_DATA) + "/text/tinystories-valid-prefix.txt";
   std::string teacher, base_file = "/tmp/bench_eval_base.kld";
   int ctx = 128, chunks = 400, reps = 3, batch = 2048, ubatch = 512;
-  int threads = int(std::thread::hardware_concurrency());
+  int threads = gm::resolve_threads();
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {

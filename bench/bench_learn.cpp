@@ -25,6 +25,7 @@
 #include "model/verify.h"
 #include "pool/pool.h"
 #include "util/json.h"
+#include "util/threads.h"
 
 namespace fs = std::filesystem;
 using namespace gm;
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
   capture_ggml_logs();
   std::string teacher = std::string(GAMMA_SHARED_DATA) + "/models/stories260K.gguf", pool;
   int seq_len = 256, batch = 2, steps = 6;
-  int threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = gm::resolve_threads();
   std::string sample = "0";
   bool verify = false, verify_only = false;
   for (int i = 1; i < argc; ++i) {

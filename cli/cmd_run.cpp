@@ -15,7 +15,7 @@ void add_run(CLI::App& app) {
   c->add_option("model", o->model, "registry name (see gamma fetch) or a GGUF path")->capture_default_str();
   c->add_option("--bpw", o->bpw, "target bits per weight of the linear modules")->capture_default_str();
   c->add_option("-w,--work", o->work, "work directory (every step resumes from its files there)")->capture_default_str();
-  c->add_option("--types", o->types, "pool candidate types (default: Q2_K..Q6_K, or 32-wide types when rows are not 256-wide)")
+  c->add_option("--types", o->types, "pool candidate types (default: gamma pool's auto, the measured Pareto set)")
       ->delimiter(',');
   c->add_option("--imatrix", o->imatrix, "auto (llama-imatrix on war-and-peace), none, or an imatrix file")->capture_default_str();
   c->add_option("--imatrix-chunks", o->imatrix_chunks, "llama-imatrix chunks for --imatrix auto")->capture_default_str();

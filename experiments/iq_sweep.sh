@@ -74,7 +74,7 @@ evaluate() {  # GGUF NAME: KLD vs the teacher on both test texts
     local text=${f%%:*} tag=${f##*:}
     [ -f $R/evals/$2.$tag.json ] && continue
     $G eval "$1" --teacher $TEACHER --kld-base $W/kld-base-$tag-$CH.bin --text $txt/$text --ctx 512 --chunks $CH \
-      -t $T -q -o $R/evals/$2.$tag.json
+      -t $T -q -o $R/evals/$2.$tag.json > /dev/null
   done
 }
 if has mixes; then
@@ -105,7 +105,7 @@ valid_kld() {  # GGUF NAME -> sum of the mean KLD on the two validation texts
   for f in $txt/wiki.valid.tokens:wv $W/valid-py.txt:pv; do
     local text=${f%%:*} t=${f##*:}
     [ -f $R/evals/$2.$t.json ] || $G eval "$1" --teacher $TEACHER --kld-base $W/kld-base-$t-$VCH.bin --text $text \
-      --ctx 512 --chunks $VCH -t $T -q -o $R/evals/$2.$t.json
+      --ctx 512 --chunks $VCH -t $T -q -o $R/evals/$2.$t.json > /dev/null
   done
   python3 -c "import json,sys; print(sum(json.load(open(f))['kld']['mean'] for f in sys.argv[1:]))" \
     $R/evals/$2.wv.json $R/evals/$2.pv.json

@@ -3,7 +3,10 @@
 // src/llama/backend.h turns extra buffer types off should a ggml with them be linked. On any
 // CPU these tests fail if the AMX kernels are compiled back in (symbols, ggml's own report);
 // on an AMX CPU the quantized runs through the built tools and gamma eval would crash too.
+// Also: the one thread-count rule every stage uses (util/threads.h).
 #include <cmath>
+#include <cstdlib>
+#include <thread>
 #include <fstream>
 #include <regex>
 
@@ -13,6 +16,7 @@
 #include "ggml-cpu.h"
 #include "llama/backend.h"
 #include "testing.h"
+#include "util/threads.h"
 
 namespace gm::testing {
 namespace {
@@ -74,6 +78,27 @@ TEST(Cpu, QuantizedModelsRunInTheToolsAndInGammaEval) {
     EXPECT_TRUE(std::isfinite(ppl_gamma) && ppl_gamma > 1.0) << ppl_gamma;
     EXPECT_NEAR(ppl_gamma, ppl_tool, 1e-3 * ppl_tool);  // the same numbers, as llama-perplexity's
   }
+}
+
+}  // namespace
+}  // namespace gm::testing
+
+namespace gm::testing {
+namespace {
+
+TEST(Threads, OneRuleEverywhereHonouringGammaThreads) {
+  const char* old = std::getenv("GAMMA_THREADS");
+  const std::string saved = old ? old : "";
+  ::unsetenv("GAMMA_THREADS");
+  EXPECT_EQ(resolve_threads(3), 3);
+  EXPECT_EQ(resolve_threads(0), int(std::max(1u, std::thread::hardware_concurrency())));
+  ::setenv("GAMMA_THREADS", "5", 1);
+  EXPECT_EQ(resolve_threads(0), 5);
+  EXPECT_EQ(resolve_threads(2), 2);  // an explicit -t wins
+  ::setenv("GAMMA_THREADS", "junk", 1);
+  EXPECT_EQ(resolve_threads(0), int(std::max(1u, std::thread::hardware_concurrency())));
+  if (old) ::setenv("GAMMA_THREADS", saved.c_str(), 1);
+  else ::unsetenv("GAMMA_THREADS");
 }
 
 }  // namespace

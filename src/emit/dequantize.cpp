@@ -7,6 +7,7 @@
 #include "gguf_model/writer.h"
 #include "llama.h"
 #include "pool/quantize.h"
+#include "util/threads.h"
 
 namespace gm {
 
@@ -30,7 +31,7 @@ Status dequantize_model(const std::string& in, const std::string& out, const std
       buf.resize(f.size() * sizeof(float));
       std::memcpy(buf.data(), f.data(), buf.size());
     } else {
-      buf = quantize_rows(want, f.data(), x.n_rows(), x.row_width(), nullptr, default_threads());
+      buf = quantize_rows(want, f.data(), x.n_rows(), x.row_width(), nullptr, resolve_threads());
     }
     return Status::ok();
   });

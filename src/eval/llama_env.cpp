@@ -7,13 +7,13 @@
 #include <climits>
 #include <cstring>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "llama/backend.h"
 #include "util/files.h"
+#include "util/threads.h"
 
 namespace gm::eval {
 namespace {
@@ -79,12 +79,6 @@ std::string llama_last_error() {
   for (char& c : e)
     if (c == '\n') c = ' ';  // keep it one line
   return e;
-}
-
-int resolve_threads(int n_threads) {
-  if (n_threads > 0) return n_threads;
-  unsigned hc = std::thread::hardware_concurrency();
-  return hc ? int(hc) : 1;
 }
 
 // ---------------------------------------------------------------- model

@@ -8,6 +8,7 @@
 
 #include "llama.h"
 #include "util/status.h"
+#include "util/threads.h"
 
 struct ggml_threadpool;
 
@@ -101,8 +102,6 @@ class Batch {
   llama_batch b_{};
   int capacity_, max_seq_;
 };
-
-int resolve_threads(int n_threads);
 
 // Runs fn(i, thread) for i in [0, n) on `threads` threads (dynamic scheduling, chunks of
 // `grain`); fn must only write per-i or per-thread state.

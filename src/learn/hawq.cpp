@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -14,13 +13,14 @@
 #include "pool/manifest.h"
 #include "util/files.h"
 #include "util/progress.h"
+#include "util/threads.h"
 
 namespace gm {
 
 Result<json> hawq_scores(const HawqOptions& opt_in) {
   HawqOptions opt = opt_in;
   if (opt.samples < 1 || opt.batch < 1) return Status::error("--samples and --batch must be positive");
-  if (opt.n_threads <= 0) opt.n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  opt.n_threads = resolve_threads(opt.n_threads);
   if (opt.calib.text_files.empty()) opt.calib.text_files = default_calibration_files();
   opt.calib.n_threads = opt.n_threads;
   opt.calib.quiet = opt.quiet;

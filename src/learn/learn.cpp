@@ -22,6 +22,7 @@
 #include "pool/manifest.h"
 #include "util/files.h"
 #include "util/progress.h"
+#include "util/threads.h"
 
 namespace fs = std::filesystem;
 
@@ -161,7 +162,7 @@ uint64_t peak_rss_bytes() {
 Result<LearnResult> learn(const LearnOptions& opt_in) {
   LearnOptions opt = opt_in;
   GAMMA_RETURN_IF_ERROR(validate(opt));
-  if (opt.n_threads <= 0) opt.n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  opt.n_threads = resolve_threads(opt.n_threads);
   if (opt.calib.text_files.empty()) opt.calib.text_files = default_calibration_files();
   opt.calib.n_threads = opt.n_threads;
   opt.calib.quiet = opt.quiet;

@@ -2,18 +2,18 @@
 
 #include <cstdio>
 #include <cstring>
-#include <thread>
 
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "gguf_model/model.h"
 #include "llama.h"
 #include "llama/backend.h"
+#include "util/threads.h"
 
 namespace gm {
 Result<std::unique_ptr<LlamaRunner>> LlamaRunner::open(const std::string& gguf_path, int n_ctx, int n_threads) {
   if (n_ctx <= 0) return Status::errorf("bad context length {}", n_ctx);
-  if (n_threads <= 0) n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  n_threads = resolve_threads(n_threads);
   std::unique_ptr<LlamaRunner> r(new LlamaRunner());
   const llama_model_params mp = gm::llama::model_params();
   r->model_ = llama_model_load_from_file(gguf_path.c_str(), mp);

@@ -3,10 +3,10 @@
 #include <ATen/Parallel.h>
 
 #include <chrono>
-#include <thread>
 
 #include "model/layer.h"
 #include "model/llama_runner.h"
+#include "util/threads.h"
 
 namespace gm {
 namespace {
@@ -42,7 +42,7 @@ json VerifyReport::to_json() const {
 
 Result<VerifyReport> verify_against_llama(const std::string& gguf_path, const std::vector<int32_t>& tokens,
                                           int n_threads, const std::function<void(HParams&)>& tweak) {
-  if (n_threads <= 0) n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  n_threads = resolve_threads(n_threads);
   set_compute_threads(n_threads);
   at::NoGradGuard no_grad;
   const int64_t T = int64_t(tokens.size());

@@ -13,6 +13,7 @@
 #include "pool/quantize.h"
 #include "util/files.h"
 #include "util/progress.h"
+#include "util/threads.h"
 
 namespace fs = std::filesystem;
 
@@ -75,7 +76,7 @@ const std::vector<std::string>& default_candidate_types() {
 }
 
 Result<Manifest> build_pool(const PoolOptions& opt) {
-  const int nt = opt.n_threads > 0 ? opt.n_threads : default_threads();
+  const int nt = resolve_threads(opt.n_threads);
   GAMMA_ASSIGN_OR_RETURN(auto model, Model::open(opt.model_path));
   if (opt.types.empty() && opt.imports.empty()) return Status::error("no candidate types given (--types)");
 

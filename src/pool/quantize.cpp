@@ -6,11 +6,6 @@
 
 namespace gm {
 
-int default_threads() {
-  if (const char* t = std::getenv("GAMMA_THREADS"); t && std::atoi(t) > 0) return std::atoi(t);
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 // Calls fn(first_row, n_rows) on contiguous row ranges, one per worker.
 template <typename Fn>
 static void parallel_rows(int64_t n_rows, int n_threads, Fn fn) {

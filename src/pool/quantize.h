@@ -18,7 +18,4 @@ std::vector<uint8_t> quantize_rows(ggml_type type, const float* src, int64_t n_r
 double weighted_rel_error(ggml_type type, const uint8_t* data, const float* ref, int64_t n_rows,
                           int64_t row_width, const float* imatrix, int n_threads);
 
-// Worker count: $GAMMA_THREADS, else all cores.
-int default_threads();
-
 }  // namespace gm

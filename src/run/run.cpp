@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -16,6 +15,7 @@
 #include "gguf_model/model.h"
 #include "util/files.h"
 #include "util/json.h"
+#include "util/threads.h"
 
 namespace fs = std::filesystem;
 
@@ -151,7 +151,7 @@ Status run_pipeline(const RunOptions& o) {
   }
   const std::string G = o.gamma_exe;
   const std::string data = o.data_dir.empty() ? shared_data_dir() : o.data_dir;
-  const std::string T = std::to_string(o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency()));
+  const std::string T = std::to_string(resolve_threads(o.threads));
   const std::string W = o.work;
   std::error_code ec;
   fs::create_directories(W, ec);

@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Issue 18's table from results/iq_<model>/ (experiments/iq_sweep.sh): at each llama.cpp mix's
+file size, the mix and every gamma allocator (the non-linear-tensor variant chosen on
+validation text, named) with file bytes and KLD vs the teacher on both test texts.
+
+  iq_tables.py results/iq_smollm2 [-o results/iq_smollm2/table.md]
+"""
+import argparse
+import glob
+import json
+import os
+
+
+def kld(path):
+    if not os.path.exists(path):
+        return None
+    j = json.load(open(path))
+    return j["model"]["file_bytes"], j["kld"]["mean"], j["kld"]["stderr"]
+
+
+def cell(r):
+    return "–" if r is None else f"{r[1]:.4f} ± {r[2]:.4f}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("-o", "--out")
+    a = ap.parse_args()
+    ev = os.path.join(a.dir, "evals")
+    mixes = sorted({os.path.basename(f)[len("llama-"):-len(".wiki.json")]
+                    for f in glob.glob(os.path.join(ev, "llama-*.wiki.json"))},
+                   key=lambda m: kld(os.path.join(ev, f"llama-{m}.wiki.json"))[0])
+    allocs = sorted({os.path.basename(f).split("-size-")[0] for f in glob.glob(os.path.join(a.dir, "plans", "*.choice"))})
+    lines = ["| size of | bytes | allocator (variant chosen on validation) | bytes | KLD wiki.test | KLD python-eval |",
+             "|---|---|---|---|---|---|"]
+    out = {"schema": "gamma.iq_table", "version": 1, "rows": []}
+    for m in mixes:
+        w, p = kld(os.path.join(ev, f"llama-{m}.wiki.json")), kld(os.path.join(ev, f"llama-{m}.py.json"))
+        lines.append(f"| {m} | {w[0]:,} | llama.cpp {m} | {w[0]:,} | {cell(w)} | {cell(p)} |")
+        out["rows"].append({"size_of": m, "allocator": "llama.cpp", "file_bytes": w[0], "wiki": w[1:], "py": p and p[1:]})
+        for al in allocs:
+            choice = os.path.join(a.dir, "plans", f"{al}-size-{m}.choice")
+            if not os.path.exists(choice):
+                continue
+            name = open(choice).read().strip()
+            cw, cp = kld(os.path.join(ev, f"{name}.wiki.json")), kld(os.path.join(ev, f"{name}.py.json"))
+            if cw is None:
+                continue
+            variant = name[len(f"{al}-size-{m}-"):]
+            lines.append(f"| | | {al} ({variant}) | {cw[0]:,} | {cell(cw)} | {cell(cp)} |")
+            out["rows"].append({"size_of": m, "allocator": al, "variant": variant, "file_bytes": cw[0],
+                                "wiki": cw[1:], "py": cp and cp[1:]})
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if a.out:
+        with open(a.out + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(a.out + ".tmp", a.out)
+        with open(os.path.splitext(a.out)[0] + ".json.tmp", "w") as f:
+            json.dump(out, f, indent=1)
+        os.replace(os.path.splitext(a.out)[0] + ".json.tmp", os.path.splitext(a.out)[0] + ".json")
+
+
+if __name__ == "__main__":
+    main()
