@@ -25,6 +25,7 @@ void add_run(CLI::App& app) {
   c->add_option("--calib-tokens", o->calib_tokens, "gamma learn calibration tokens")->capture_default_str();
   c->add_option("--compare", o->compare, "auto (llama.cpp mix nearest in size), none, or a mix such as Q3_K_M")->capture_default_str();
   c->add_option("--text", o->eval_text, "evaluation text (default: wiki.test.raw of the shared data)");
+  c->add_option("--valid-text", o->valid_text, "text that chooses among the solved plans (default: wiki.valid.tokens)");
   c->add_option("-c,--ctx", o->eval_ctx, "evaluation (and imatrix) chunk length")->capture_default_str();
   c->add_option("--chunks", o->eval_chunks, "evaluation chunks")->capture_default_str();
   c->add_option("-t,--threads", o->threads, "threads (default: all cores)");

@@ -70,8 +70,9 @@ std::string sanitize_label(std::string s) {
 
 const std::vector<std::string>& default_candidate_types() {
   static const std::vector<std::string> kTypes = {
-      // 256-wide blocks (Qwen's table)                       // 32-wide blocks (SmolLM2's table)
-      "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "Q4_1", "Q5_1", "Q8_0"};
+      // 256-wide blocks (SmolLM2's ffn_down; Qwen's table pending), then 32-wide blocks
+      "IQ2_XXS", "IQ2_XS", "IQ2_S", "Q2_K", "IQ3_XXS", "IQ3_S", "IQ4_XS", "Q4_K", "Q5_K", "Q6_K",
+      "IQ4_NL", "Q4_1", "Q5_1", "Q8_0"};
   return kTypes;
 }
 

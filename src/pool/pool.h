@@ -17,9 +17,9 @@
 namespace gm {
 
 // The default candidate set ("auto"): the types no other type dominates (fewer bytes and less
-// weight error on nearly every module), measured per block width on Qwen2.5-Coder-1.5B and
-// SmolLM2-135M (results/iq_*/types.md, experiments/type_table.py). Each module gets those its
-// rows fit; IQ2_XXS and IQ2_XS only with an imatrix.
+// weight error on nearly every module), measured per block width (results/iq_*/types.md,
+// experiments/type_table.py; README "Candidate types" for what is measured and what is not).
+// Each module gets those its rows fit; IQ2_XXS and IQ2_XS only with an imatrix.
 const std::vector<std::string>& default_candidate_types();
 
 struct PoolOptions {

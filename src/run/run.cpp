@@ -3,16 +3,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
 #include "fetch/fetch.h"
 #include "gguf_model/model.h"
+#include "pool/manifest.h"
 #include "util/files.h"
 #include "util/json.h"
 #include "util/threads.h"
@@ -139,6 +142,20 @@ Result<FileStats> file_stats(const std::string& path) {
 
 }  // namespace
 
+// A one-step-cheaper type for the output head (or the tied embedding) that its rows fit, or "".
+static std::string cheaper_head_type(const Manifest& m, const std::string& head, const std::string& current) {
+  static const std::map<std::string, std::string> kStep = {
+      {"Q8_0", "Q5_1"}, {"Q6_K", "Q5_K"}, {"Q5_K", "Q4_K"}, {"Q5_1", "Q4_1"}};
+  auto it = kStep.find(current);
+  if (it == kStep.end()) return "";
+  for (const auto& f : m.fixed)
+    if (f.name == head && !f.shape.empty()) {
+      auto t = parse_type(it->second);
+      return t.is_ok() && type_admits(*t, f.shape[0]) ? it->second : "";
+    }
+  return "";
+}
+
 Status run_pipeline(const RunOptions& o) {
   int compare_idx = -1;  // checked before any work
   if (o.compare != "auto" && o.compare != "none") {
@@ -158,8 +175,9 @@ Status run_pipeline(const RunOptions& o) {
   if (ec) return Status::errorf("cannot create work directory {}: {}", W, ec.message());
   if (::access(W.c_str(), W_OK) != 0) return Status::errorf("cannot write to work directory {}", W);
   const std::string eval_text = o.eval_text.empty() ? data + "/text/wiki.test.raw" : o.eval_text;
+  const std::string valid_text = o.valid_text.empty() ? data + "/text/wiki.valid.tokens" : o.valid_text;
   const std::string calib = data + "/text/war-and-peace.txt";
-  for (const auto& f : {eval_text, calib})
+  for (const auto& f : {eval_text, valid_text, calib})
     if (::access(f.c_str(), R_OK) != 0) return Status::errorf("cannot read {}: {}", f, std::strerror(errno));
   auto say = [](const std::string& s) { std::printf("== %s\n", s.c_str()); std::fflush(stdout); };
 
@@ -219,11 +237,62 @@ Status run_pipeline(const RunOptions& o) {
            "-t", T, "-o", scores}));
     }
   }
+  // 6-7. Stage II, chosen on validation text: the budget's file size is the one the linear
+  //    budget gives with llama.cpp's default head/embedding types; at that size, every scorer
+  //    (GAMMA's scores as size-weighted log p spending the budget, the static proxy) with the
+  //    default and with a one-step-cheaper output head is solved, emitted and measured
+  //    against the teacher on the validation text; the best becomes gamma's file.
   const std::string plan = W + "/plan-" + tag + ".json", out = W + "/gamma-" + tag + ".gguf";
-  if (!newer(plan, scores) || !newer(out, plan)) {  // as make would (a plan records its solve time)
-    say("solve + emit -> " + out);
-    GAMMA_RETURN_IF_ERROR(run_step("solve", {G, "solve", "--scores", scores, "--pool", pool, "--bpw", tag, "-o", plan}));
-    GAMMA_RETURN_IF_ERROR(run_step("emit", {G, "emit", pool, plan, "-o", out}));
+  const std::string choice_path = W + "/choice-" + tag + ".json";
+  if (!newer(choice_path, scores) || !exists(out) || !exists(plan)) {
+    const std::string sized = W + "/plan-" + tag + "-sized.json";
+    GAMMA_RETURN_IF_ERROR(run_step("solve", {G, "solve", "--score-from-manifest", "--pool", pool, "--bpw", tag, "-o", sized}));
+    GAMMA_ASSIGN_OR_RETURN(json sj, read_json(sized, "gamma.plan", 1));
+    const std::string size = std::to_string(sj["info"]["predicted"]["file_bytes"].get<uint64_t>());
+    GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(pool));
+    const bool tied = std::none_of(man.fixed.begin(), man.fixed.end(), [](const FixedTensor& f) { return f.name == "output.weight"; });
+    const std::string head = tied ? "token_embd.weight" : "output.weight";
+    std::vector<std::string> heads = {""};
+    if (auto cheaper = cheaper_head_type(man, head, sj["fixed"].value(head, "")); !cheaper.empty()) heads.push_back(cheaper);
+    const std::vector<std::pair<std::string, std::vector<std::string>>> scorers = {
+        {"gamma", {"--scores", scores, "--transform", "size-log", "--fill", "0.995"}}, {"static", {"--score-from-manifest"}}};
+    const std::string vbase = W + fmt::format("/teacher-logits-valid-c{}-n{}.kld", o.eval_ctx, o.eval_chunks);
+    json tried = json::array();
+    double best = INFINITY;
+    for (const auto& [sname, sargs] : scorers)
+      for (const auto& h : heads) {
+        const std::string name = sname + (h.empty() ? "" : "-" + head.substr(0, head.find('.')) + "-" + h);
+        const std::string cp = W + "/plan-" + tag + "-" + name + ".json", cg = W + "/cand-" + tag + "-" + name + ".gguf";
+        say(fmt::format("solve + emit {} at {} bytes, eval on {}", name, size, fs::path(valid_text).filename().string()));
+        std::vector<std::string> cmd = {G, "solve", "--pool", pool, "--size", size, "-o", cp};
+        cmd.insert(cmd.end(), sargs.begin(), sargs.end());
+        if (!h.empty()) cmd.insert(cmd.end(), {"--fixed", head + "=" + h});
+        GAMMA_RETURN_IF_ERROR(run_step("solve", cmd));
+        GAMMA_RETURN_IF_ERROR(run_step("emit", {G, "emit", pool, cp, "-o", cg}));
+        const std::string ej = cg.substr(0, cg.size() - 5) + ".valid.json";
+        GAMMA_RETURN_IF_ERROR(run_step("eval", {G, "eval", cg, "--teacher", teacher, "--kld-base", vbase, "--text", valid_text,
+                                                "--ctx", std::to_string(o.eval_ctx), "--chunks", std::to_string(o.eval_chunks),
+                                                "-t", T, "-q", "-o", ej}));
+        GAMMA_ASSIGN_OR_RETURN(json e, read_json(ej, "gamma.eval", 1));
+        const double kld = e["kld"]["mean"].get<double>();
+        tried.push_back({{"name", name}, {"plan", cp}, {"valid_kld", kld}, {"valid_kld_stderr", e["kld"]["stderr"]}});
+        if (kld < best) {
+          best = kld;
+          std::error_code rec;
+          fs::copy_file(cp, plan, fs::copy_options::overwrite_existing, rec);
+          if (rec || std::rename(cg.c_str(), out.c_str()) != 0) return Status::errorf("cannot write {}", out);
+        } else {
+          fs::remove(cg);
+        }
+      }
+    json ch = json_header("gamma.run.choice", 1);
+    ch["size"] = std::stoull(size);
+    ch["validation"] = {{"text", valid_text}, {"ctx", o.eval_ctx}, {"chunks", o.eval_chunks}};
+    ch["tried"] = tried;
+    for (const auto& t : tried)
+      if (t["valid_kld"].get<double>() == best) ch["chosen"] = t["name"];
+    GAMMA_RETURN_IF_ERROR(write_json(choice_path, ch));
+    say(fmt::format("chosen on validation: {} (KLD {:.6f})", ch["chosen"].get<std::string>(), best));
   }
   GAMMA_ASSIGN_OR_RETURN(FileStats mine, file_stats(out));
 

@@ -25,6 +25,7 @@ struct RunOptions {
   int steps = 300, layers_per_step = 6, calib_tokens = 8192;
   std::string compare = "auto";        // auto (nearest llama.cpp mix in size), none, or a mix name
   std::string eval_text;               // default ../shared/data/text/wiki.test.raw
+  std::string valid_text;              // chooses the plan; default ../shared/data/text/wiki.valid.tokens
   int eval_ctx = 512, eval_chunks = 8;
   int threads = 0;                     // 0: all cores
   std::string gamma_exe;               // this program
