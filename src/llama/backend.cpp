@@ -46,17 +46,15 @@ bool cpuid_bit(unsigned leaf, unsigned subleaf, unsigned reg, unsigned bit) {
 
 // Checks the build against this CPU and says, once, what is deliberately left unused.
 void check_cpu() {
-#if defined(__x86_64__) || defined(__i386__)
-  for (const auto& f : kFeatures) {
-    if (f.compiled() && !cpuid_bit(f.leaf, f.subleaf, f.reg, f.bit)) {
+  for (const auto& f : cpu_features()) {
+    if (f.compiled && !f.cpu) {
       std::fprintf(stderr,
                    "gamma: error: this build's ggml uses %s, which this CPU lacks (built on another machine?): "
                    "rebuild here, or configure with -DGAMMA_CPU=portable\n",
-                   f.name);
+                   f.name.c_str());
       std::exit(1);
     }
   }
-#endif
   if (ggml_offers_amx())
     std::fprintf(stderr,
                  "gamma: note: this ggml has AMX kernels, which crash (llama.cpp #20824): "

@@ -54,16 +54,25 @@ Status Plan::validate(const Manifest& m) const {
   }
   for (const auto& e : m.modules)
     if (!modules.count(e.name)) return Status::errorf("plan gives no type for module {}", e.name);
-  for (const auto& [name, type] : fixed) {
-    const FixedTensor* f = nullptr;
-    for (const auto& x : m.fixed)
-      if (x.name == name) f = &x;
-    if (!f) return Status::errorf("plan names unknown tensor '{}'", name);
-    auto t = parse_type(type);
-    if (!t.is_ok()) return t.status().with_context("tensor " + name);
-    if (!type_admits(*t, f->shape.at(0)))
-      return Status::errorf("tensor {} (row width {}) cannot hold type {}", name, f->shape.at(0), type);
-  }
+  for (const auto& [name, type] : fixed) GAMMA_RETURN_IF_ERROR(check_fixed_type(m, name, type));
+  return Status::ok();
+}
+
+std::string output_head(const Manifest& m) {
+  for (const auto& f : m.fixed)
+    if (f.name == "output.weight") return f.name;
+  return "token_embd.weight";
+}
+
+Status check_fixed_type(const Manifest& m, const std::string& name, const std::string& type) {
+  const FixedTensor* f = nullptr;
+  for (const auto& x : m.fixed)
+    if (x.name == name) f = &x;
+  if (!f) return Status::errorf("'{}' is not a non-linear tensor of this model", name);
+  auto t = parse_type(type);
+  if (!t.is_ok()) return t.status().with_context("tensor " + name);
+  if (!type_admits(*t, f->shape.at(0)))
+    return Status::errorf("tensor {} (row width {}) cannot hold type {}", name, f->shape.at(0), type);
   return Status::ok();
 }
 
@@ -89,13 +98,12 @@ std::map<std::string, std::string> default_fixed_types(const Manifest& m, double
   if (linear_bpw >= 4.0) base = GGML_TYPE_Q4_K;
   if (linear_bpw >= 5.0) base = GGML_TYPE_Q5_K;
   if (linear_bpw >= 6.1) base = GGML_TYPE_Q6_K;
-  bool has_output = false;
-  for (const auto& f : m.fixed) has_output |= f.name == "output.weight";
+  const std::string head = output_head(m);
   std::map<std::string, std::string> out;
   for (const auto& f : m.fixed) {
     ggml_type t = GGML_TYPE_F32;
     const int64_t w = f.shape.at(0);
-    const bool is_output = f.name == "output.weight" || (!has_output && f.name == "token_embd.weight");
+    const bool is_output = f.name == head;
     if (f.shape.size() >= 2) {
       if (is_output) t = w % 256 == 0 ? GGML_TYPE_Q6_K : GGML_TYPE_Q8_0;
       else if (f.name == "token_embd.weight") t = fallback(base, w);

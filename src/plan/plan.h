@@ -41,6 +41,11 @@ struct PlanSize {
 };
 PlanSize plan_size(const Manifest& m, const Plan& p);
 
+// The tensor that is the output head: output.weight, or token_embd.weight when they are tied.
+std::string output_head(const Manifest& m);
+// `type` is a ggml type that non-linear tensor `name` of the manifest can hold; error names why not.
+Status check_fixed_type(const Manifest& m, const std::string& name, const std::string& type);
+
 // Default types of the non-linear tensors: what llama-quantize's nearest standard k-quant
 // mix (by linear bpw) gives token_embd and output; norms and other 1-D tensors stay F32.
 std::map<std::string, std::string> default_fixed_types(const Manifest& m, double linear_bpw);

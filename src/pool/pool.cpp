@@ -81,36 +81,30 @@ Result<Manifest> build_pool(const PoolOptions& opt) {
   GAMMA_ASSIGN_OR_RETURN(auto model, Model::open(opt.model_path));
   if (opt.types.empty() && opt.imports.empty()) return Status::error("no candidate types given (--types)");
 
+  // Every type must give candidates: one named by the user that cannot is refused (rather
+  // than a pool of F16 fallbacks); "auto" keeps those of its set that can.
+  std::set<int64_t> widths;
+  for (const auto& lm : model->linear()) widths.insert(model->tensors()[lm.tensor].row_width());
+  auto fits = [&](ggml_type t) {
+    return std::any_of(widths.begin(), widths.end(), [&](int64_t w) { return type_admits(t, w); });
+  };
   std::vector<ggml_type> types;
   const bool automatic = opt.types.size() == 1 && opt.types[0] == "auto";
   for (const auto& t : automatic ? default_candidate_types() : opt.types) {
     GAMMA_ASSIGN_OR_RETURN(ggml_type gt, parse_type(t));
-    if (automatic) {  // keep what fits some module and can be made without an imatrix when none is given
-      bool fits = false;
-      for (const auto& lm : model->linear()) fits = fits || type_admits(gt, model->tensors()[lm.tensor].row_width());
-      if (!fits || (type_needs_imatrix(gt) && opt.imatrix_path.empty())) continue;
-    }
-    if (std::find(types.begin(), types.end(), gt) == types.end()) types.push_back(gt);
-  }
-  // A type asked for must give candidates: say why it cannot rather than fill the pool with
-  // F16 fallbacks.
-  for (ggml_type t : types) {
-    bool any = false;
-    std::set<int64_t> widths;
-    for (const auto& lm : model->linear()) {
-      widths.insert(model->tensors()[lm.tensor].row_width());
-      any = any || type_admits(t, model->tensors()[lm.tensor].row_width());
-    }
-    if (!any) {
+    const bool no_imatrix = type_needs_imatrix(gt) && opt.imatrix_path.empty();
+    if (automatic && (!fits(gt) || no_imatrix)) continue;
+    if (!fits(gt)) {
       std::string w;
       for (int64_t x : widths) w += (w.empty() ? "" : ", ") + std::to_string(x);
       return Status::errorf("{} fits no linear module of this model: its rows ({} wide) are not multiples of its {}-wide "
                             "blocks",
-                            type_name(t), w, ggml_blck_size(t));
+                            type_name(gt), w, ggml_blck_size(gt));
     }
-    if (type_needs_imatrix(t) && opt.imatrix_path.empty())
+    if (no_imatrix)
       return Status::errorf("{} needs an importance matrix (--imatrix FILE from llama-imatrix), as llama-quantize does",
-                            type_name(t));
+                            type_name(gt));
+    if (std::find(types.begin(), types.end(), gt) == types.end()) types.push_back(gt);
   }
 
   Imatrix im;

@@ -3,7 +3,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +14,7 @@
 
 #include "fetch/fetch.h"
 #include "gguf_model/model.h"
+#include "plan/plan.h"
 #include "pool/manifest.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -147,13 +147,7 @@ static std::string cheaper_head_type(const Manifest& m, const std::string& head,
   static const std::map<std::string, std::string> kStep = {
       {"Q8_0", "Q5_1"}, {"Q6_K", "Q5_K"}, {"Q5_K", "Q4_K"}, {"Q5_1", "Q4_1"}};
   auto it = kStep.find(current);
-  if (it == kStep.end()) return "";
-  for (const auto& f : m.fixed)
-    if (f.name == head && !f.shape.empty()) {
-      auto t = parse_type(it->second);
-      return t.is_ok() && type_admits(*t, f.shape[0]) ? it->second : "";
-    }
-  return "";
+  return it != kStep.end() && check_fixed_type(m, head, it->second).is_ok() ? it->second : "";
 }
 
 Status run_pipeline(const RunOptions& o) {
@@ -250,8 +244,7 @@ Status run_pipeline(const RunOptions& o) {
     GAMMA_ASSIGN_OR_RETURN(json sj, read_json(sized, "gamma.plan", 1));
     const std::string size = std::to_string(sj["info"]["predicted"]["file_bytes"].get<uint64_t>());
     GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(pool));
-    const bool tied = std::none_of(man.fixed.begin(), man.fixed.end(), [](const FixedTensor& f) { return f.name == "output.weight"; });
-    const std::string head = tied ? "token_embd.weight" : "output.weight";
+    const std::string head = output_head(man);
     std::vector<std::string> heads = {""};
     if (auto cheaper = cheaper_head_type(man, head, sj["fixed"].value(head, "")); !cheaper.empty()) heads.push_back(cheaper);
     const std::vector<std::pair<std::string, std::vector<std::string>>> scorers = {

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "gguf_model/model.h"
 #include "solve/budget.h"
 
 namespace gm::solve {
@@ -17,14 +16,8 @@ Result<Allocator> Allocator::create(const Manifest& m, Scores scores, const std:
                                     KnapsackOptions opt, std::map<std::string, std::string> fixed_types) {
   Allocator a;
   a.m_ = &m;
-  for (const auto& [name, type] : fixed_types) {
-    auto it = std::find_if(m.fixed.begin(), m.fixed.end(), [&](const FixedTensor& f) { return f.name == name; });
-    if (it == m.fixed.end()) return Status::errorf("--fixed {}: not a non-linear tensor of this model", name);
-    GAMMA_ASSIGN_OR_RETURN(ggml_type t, parse_type(type));
-    if (it->shape.empty() || !type_admits(t, it->shape[0]))
-      return Status::errorf("--fixed {}={}: its {}-wide rows do not fit {}", name, type, it->shape.empty() ? 0 : it->shape[0],
-                            type);
-  }
+  for (const auto& [name, type] : fixed_types)
+    GAMMA_RETURN_IF_ERROR(check_fixed_type(m, name, type).with_context("--fixed " + name + "=" + type));
   a.fixed_override_ = std::move(fixed_types);
   GAMMA_RETURN_IF_ERROR(scores.check(m, &a.unscored_));
   GAMMA_ASSIGN_OR_RETURN(auto allowed, allowed_candidates(m, constraints));
