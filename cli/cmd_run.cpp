@@ -1,5 +1,6 @@
-// gamma run: the main job end to end (src/run/run.h): fetch, teacher, imatrix, pool, learn,
-// solve, emit, then gamma's model beside the llama.cpp standard mix nearest in size.
+// gamma run: the user's job end to end (src/run/run.h): a target (size, bpw or KLD), every
+// allocator chosen on validation text, llama.cpp's mixes near the budget, the verdict and run.png.
+#include <cmath>
 #include <filesystem>
 
 #include "cli/command.h"
@@ -11,25 +12,38 @@ namespace {
 
 void add_run(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
-  auto* c = app.add_subcommand("run", "the whole job: fetch -> pool -> learn -> solve -> emit -> compare with llama.cpp's mix (resumable)");
+  auto* c = app.add_subcommand("run", "the whole job: a file of a given size (or KLD), the best of gamma's allocators on validation text, beside llama.cpp's mixes (resumable)");
   c->add_option("model", o->model, "registry name (see gamma fetch) or a GGUF path")->capture_default_str();
-  c->add_option("--bpw", o->bpw, "target bits per weight of the linear modules")->capture_default_str();
+  auto* size = c->add_option("--size", o->size, "target: the whole file, e.g. 880MiB, 1.2GB, 123456 (bytes)");
+  auto* bpw = c->add_option("--bpw", o->bpw, "target: bits per weight of the linear modules (default 4.75 when no target is given)");
+  auto* kld = c->add_option("--max-kld", o->max_kld, "target: the smallest file whose validation KLD vs the teacher is at most this");
+  size->excludes(bpw)->excludes(kld);
+  bpw->excludes(kld);
   c->add_option("-w,--work", o->work, "work directory (every step resumes from its files there)")->capture_default_str();
   c->add_option("--types", o->types, "pool candidate types (default: gamma pool's auto, the measured Pareto set)")
       ->delimiter(',');
-  c->add_option("--imatrix", o->imatrix, "auto (llama-imatrix on war-and-peace), none, or an imatrix file")->capture_default_str();
+  c->add_option("--scorers", o->scorers, "allocators to try on validation: static, hawq, gamma (comma list)")
+      ->delimiter(',')->capture_default_str();
+  c->add_option("--calib", o->calib, "calibration text of llama-imatrix, hawq and learn (default: war-and-peace.txt)");
+  c->add_option("--imatrix", o->imatrix, "auto (llama-imatrix on the calibration text), none, or an imatrix file")->capture_default_str();
   c->add_option("--imatrix-chunks", o->imatrix_chunks, "llama-imatrix chunks for --imatrix auto")->capture_default_str();
-  c->add_option("--scores", o->scores, "reuse SCORES.json (learned at any budget) instead of learning");
+  c->add_option("--scores", o->scores, "gamma scorer: reuse SCORES.json (learned at any budget) instead of learning");
   c->add_option("--steps", o->steps, "gamma learn steps")->capture_default_str();
   c->add_option("--layers-per-step", o->layers_per_step, "gamma learn layers sampled per step (0: all)")->capture_default_str();
   c->add_option("--calib-tokens", o->calib_tokens, "gamma learn calibration tokens")->capture_default_str();
-  c->add_option("--compare", o->compare, "auto (llama.cpp mix nearest in size), none, or a mix such as Q3_K_M")->capture_default_str();
-  c->add_option("--text", o->eval_text, "evaluation text (default: wiki.test.raw of the shared data)");
-  c->add_option("--valid-text", o->valid_text, "text that chooses among the solved plans (default: wiki.valid.tokens)");
+  c->add_option("--hawq-samples", o->hawq_samples, "gamma hawq Hutchinson probes per layer")->capture_default_str();
+  c->add_option("--compare", o->compare, "auto (llama.cpp's mixes that fit the budget and are near it), none, or one mix such as Q3_K_M")->capture_default_str();
+  c->add_option("--max-mixes", o->max_mixes, "auto: at most this many mixes inside the budget")->capture_default_str();
+  c->add_option("--text", o->eval_text, "report text (default: wiki.test.raw of the shared data); never used for choosing");
+  c->add_option("--valid-text", o->valid_text, "text that chooses among plans and decides the verdict (default: wiki.valid.tokens)");
   c->add_option("-c,--ctx", o->eval_ctx, "evaluation (and imatrix) chunk length")->capture_default_str();
-  c->add_option("--chunks", o->eval_chunks, "evaluation chunks")->capture_default_str();
+  c->add_option("--chunks", o->eval_chunks, "report-text chunks")->capture_default_str();
+  c->add_option("--valid-chunks", o->valid_chunks, "validation chunks (default: --chunks)");
+  c->add_flag("--no-front", [o](int64_t) { o->front = false; }, "skip gamma's plans at each mix's size (the picture's front)");
+  c->add_flag("--dry-run", o->dry_run, "print the plan of work with its estimated time and disk, and stop");
   c->add_option("-t,--threads", o->threads, "threads (default: all cores)");
-  c->callback([o] {
+  c->add_flag("-q,--quiet", o->quiet, "no progress bars from the steps (also when stderr is not a terminal)");
+  c->callback([o, size, bpw, kld] {
     std::error_code ec;
     const std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
     if (ec) throw Failure("cannot locate the gamma executable");
@@ -38,9 +52,11 @@ void add_run(CLI::App& app) {
       const char* env = std::getenv("GAMMA_LLAMA_BIN");
       o->llama_bin = env && *env ? env : exe_dir() + "/../bin";  // build/cli/gamma, build/bin/llama-*
     }
-    if (!(o->bpw > 0 && o->bpw < 32)) throw Failure("--bpw must be between 0 and 32");
-    if (o->eval_chunks < 1 || o->eval_ctx < 8 || o->imatrix_chunks < 1 || o->steps < 1)
-      throw Failure("--chunks, --ctx, --imatrix-chunks and --steps must be positive");
+    if (size->count() + bpw->count() + kld->count() == 0) o->bpw = 4.75;
+    if (bpw->count() && !(o->bpw > 0 && o->bpw < 32)) throw Failure("--bpw must be between 0 and 32");
+    if (kld->count() && !(o->max_kld > 0 && std::isfinite(o->max_kld))) throw Failure("--max-kld must be a positive number");
+    if (o->eval_chunks < 1 || o->eval_ctx < 8 || o->imatrix_chunks < 1 || o->steps < 1 || o->valid_chunks < 0 || o->max_mixes < 1)
+      throw Failure("--chunks, --ctx, --imatrix-chunks, --steps and --max-mixes must be positive");
     fail_if(run_pipeline(*o));
   });
 }

@@ -37,7 +37,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version print and exit 0; a usage error is one line, like every other error.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "gamma: error: %s\n", e.what());
+    return e.get_exit_code();
   } catch (const Failure& e) {
     std::fprintf(stderr, "gamma: error: %s\n", e.what());
     return 1;

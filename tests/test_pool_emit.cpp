@@ -91,6 +91,53 @@ TEST(Pool, AutoTakesTheDefaultTypesThatFitAndRecordsTheirTime) {
   EXPECT_FALSE(std::filesystem::exists(d / "k"));
 }
 
+// The preview (sizes without quantizing: gamma run's target check and --dry-run) holds
+// exactly the candidates and bytes the real pool writes.
+TEST(Pool, PreviewPredictsTheRealPoolsBytes) {
+  TempDir d;
+  Manifest real = make_pool(d, "auto");
+  PoolOptions po;
+  po.model_path = stories260k();
+  po.types = {"auto"};
+  po.preview = true;
+  auto prev = build_pool(po);
+  ASSERT_TRUE(prev.is_ok()) << prev.status().message();
+  EXPECT_EQ(prev->types, real.types);
+  EXPECT_EQ(prev->header_bytes, real.header_bytes);
+  ASSERT_EQ(prev->modules.size(), real.modules.size());
+  for (size_t i = 0; i < real.modules.size(); ++i) {
+    ASSERT_EQ(prev->modules[i].candidates.size(), real.modules[i].candidates.size()) << real.modules[i].name;
+    for (size_t k = 0; k < real.modules[i].candidates.size(); ++k) {
+      EXPECT_EQ(prev->modules[i].candidates[k].id, real.modules[i].candidates[k].id);
+      EXPECT_EQ(prev->modules[i].candidates[k].bytes, real.modules[i].candidates[k].bytes);
+      EXPECT_EQ(prev->modules[i].candidates[k].file_bytes, real.modules[i].candidates[k].file_bytes);
+    }
+  }
+}
+
+// `auto` on SmolLM2: IQ4_NL for the 576-wide rows only; its 1536-wide ffn_down rows take the
+// 256-wide types instead (IQ4_XS: the same error in fewer bytes, results/iq_qwen/types.md).
+TEST(Pool, AutoGivesIq4NlOnlyToRowsNo256WideTypeFits) {
+  if (smollm2().empty()) GTEST_SKIP() << "SmolLM2 not fetched";
+  PoolOptions po;
+  po.model_path = smollm2();
+  po.types = {"auto"};
+  po.imatrix_path = "will-exist.gguf";
+  po.preview = true;
+  auto m = build_pool(po);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  int wide = 0;
+  for (const auto& e : m->modules) {
+    const bool nl = e.find("IQ4_NL") != nullptr;
+    EXPECT_EQ(nl, e.shape[0] % 256 != 0) << e.name;
+    if (e.shape[0] % 256 == 0) {
+      ++wide;
+      EXPECT_NE(e.find("IQ4_XS"), nullptr) << e.name;
+    }
+  }
+  EXPECT_EQ(wide, 30);
+}
+
 TEST(Pool, ManifestFiguresAreRealBytesAndErrors) {
   TempDir d;
   Manifest m = make_pool(d, "Q4_0,Q8_0");

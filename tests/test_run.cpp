@@ -1,7 +1,10 @@
 // gamma run: the whole chain on stories260K (seconds), its resume, its comparison with the
 // llama.cpp mix nearest in size, and its refusals.
+#include <algorithm>
 #include <filesystem>
+#include <map>
 
+#include "run/mixes.h"
 #include "run/run.h"
 #include "testing.h"
 #include "util/json.h"
@@ -10,53 +13,64 @@ using namespace gm;
 using namespace gm::testing;
 namespace fs = std::filesystem;
 
-TEST(RunMixChoice, StartsNearestThenTriesTheNeighbourOnTheTargetSide) {
-  const auto& m = standard_mixes();
-  auto idx = [&](const std::string& n) {
-    for (int i = 0; i < int(m.size()); ++i)
-      if (n == m[i].name) return i;
-    return -1;
-  };
-  EXPECT_EQ(m[nearest_mix(4.9)].name, std::string("Q4_K_M"));
-  EXPECT_EQ(m[nearest_mix(3.2)].name, std::string("Q2_K"));
-  EXPECT_EQ(m[nearest_mix(3.44)].name, std::string("IQ3_S"));    // IQ mixes are candidates too,
-  EXPECT_EQ(m[nearest_mix(2.31)].name, std::string("IQ2_XS"));
-  EXPECT_EQ(m[nearest_mix(2.31, false)].name, std::string("IQ2_M"));  // but not those needing an imatrix without one
-  std::vector<double> made(m.size(), -1.0);
-  EXPECT_EQ(next_mix_to_try(4.9, made), nearest_mix(4.9));
-  made[idx("Q4_K_M")] = 4.80;  // real file smaller than the target: the nearest larger one next
-  EXPECT_EQ(next_mix_to_try(4.9, made), idx("Q4_1"));
-  made[idx("Q4_1")] = 4.70;  // still smaller (real sizes need not follow the nominal order)
-  EXPECT_EQ(next_mix_to_try(4.9, made), idx("Q5_0"));
-  made[idx("Q5_0")] = 5.30;  // both sides covered: done
-  EXPECT_EQ(next_mix_to_try(4.9, made), -1);
-  std::vector<double> low(m.size(), -1.0);
-  for (size_t i = 0; i < m.size(); ++i) low[i] = 3.5 + double(i);  // every mix above the target
-  EXPECT_EQ(next_mix_to_try(3.0, low), -1);
+TEST(RunMixes, ForBudgetTakesThoseThatFitNearItAndTheNearestAbove) {
+  const std::map<std::string, uint64_t> p = {{"Q2_K", 600}, {"IQ3_XXS", 700}, {"IQ3_M", 860}, {"Q3_K_M", 900},
+                                             {"IQ4_XS", 990}, {"Q4_K_S", 1010}, {"Q4_K_M", 1100}};
+  EXPECT_EQ(run::mixes_for_budget(p, 1000), (std::vector<std::string>{"IQ3_M", "Q3_K_M", "IQ4_XS", "Q4_K_S"}));
+  EXPECT_EQ(run::mixes_for_budget(p, 1000, 0.85, 1), (std::vector<std::string>{"IQ4_XS", "Q4_K_S"}));
+  // none near: the largest below stands in; none above: no upper neighbour
+  EXPECT_EQ(run::mixes_for_budget(p, 500), (std::vector<std::string>{"Q2_K"}));
+  EXPECT_EQ(run::mixes_for_budget(p, 2000), (std::vector<std::string>{"Q4_K_M"}));
+  EXPECT_EQ(run::mixes_for_budget({{"Q8_0", 10}}, 5), (std::vector<std::string>{"Q8_0"}));
+}
+
+// llama-quantize's dry run, as gamma run reads it, predicts the file the real run writes.
+TEST(RunMixes, DryRunPredictsTheFileLlamaQuantizeWrites) {
+  TempDir d;
+  const std::string teacher = d / "t.gguf";
+  ASSERT_EQ(gamma("dequantize " + stories260k() + " --type f32 -o " + teacher).exit_code, 0);
+  for (const char* mix : {"Q8_0", "Q4_0", "Q3_K_M"}) {
+    auto p = run::predict_mix(llama_tool("llama-quantize"), teacher, "", mix);
+    ASSERT_TRUE(p.is_ok()) << p.status().message();
+    EXPECT_FALSE(p->needs_imatrix) << mix;
+    const std::string out = d / (std::string(mix) + ".gguf");
+    auto r = run_llama_tool(llama_tool("llama-quantize") + " " + teacher + " " + out + " " + mix + " 1", "");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const double real = double(fs::file_size(out));
+    EXPECT_NEAR(double(p->file_bytes), real, 8192) << mix;  // the dry run prints MiB to 2 decimals
+  }
 }
 
 TEST(RunPipeline, Stories260kEndToEndAndResumes) {
   TempDir d;
   const std::string args = stories260k() + " --bpw 8 -w " + d / "w" +
-                           " --imatrix-chunks 2 -c 128 --chunks 4 --steps 6 --layers-per-step 0 --calib-tokens 512 -t 2";
+                           " --imatrix-chunks 2 -c 128 --chunks 4 --steps 6 --layers-per-step 0 --calib-tokens 512 -t 2"
+                           " --scorers static,hawq,gamma --hawq-samples 1 --max-mixes 2";
   auto r = gamma("run " + args);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* step : {"== dequantize", "== llama-imatrix", "== pool", "== learn", "== solve + emit",
-                           "== llama-quantize", "== eval"})
+  for (const char* step : {"== dequantize", "== llama-imatrix", "== pool", "== hawq", "== learn", "== solve + emit",
+                           "== llama-quantize", "== eval", "verdict: "})
     EXPECT_NE(r.output.find(step), std::string::npos) << step << "\n" << r.output;
-  auto j = read_json(d / "w/run.json", "gamma.run", 1);
+  auto j = read_json(d / "w/run.json", "gamma.run", 2);
   ASSERT_TRUE(j.is_ok()) << j.status().message();
+  // Every scorer with both head rules was measured on validation; the chosen one is the lowest.
+  const auto& tried = (*j)["tried"];
+  ASSERT_GE(tried.size(), 3u);
+  for (const auto& t : tried)
+    EXPECT_GE(t["valid_kld"].get<double>(), (*j)["chosen"]["valid_kld"].get<double>());
   const auto& rows = (*j)["rows"];
   ASSERT_GE(rows.size(), 2u);
-  ASSERT_LE(rows.size(), 3u);
   EXPECT_EQ(rows[0]["file_bytes"].get<uint64_t>(), fs::file_size(rows[0]["path"].get<std::string>()));
-  EXPECT_EQ(rows[1]["label"].get<std::string>().rfind("llama.cpp Q", 0), 0u);
+  ASSERT_GE((*j)["mixes"].size(), 1u);
+  EXPECT_EQ((*j)["mixes"][0]["label"].get<std::string>().rfind("llama.cpp ", 0), 0u);
   for (const auto& row : rows) {
     EXPECT_GT(row["kld_mean"].get<double>(), 0.0);
     EXPECT_GT(row["top1"].get<double>(), 0.3);
   }
-  // Both models were scored against one teacher base file, and llama-perplexity reads it.
-  const std::string base = d / "w/teacher-logits-c128-n4.kld";
+  EXPECT_TRUE((*j)["verdict"]["winner"] == "gamma" || (*j)["verdict"]["winner"] == "llama.cpp");
+  EXPECT_TRUE(fs::exists(d / "w/run.png"));
+  // Every model was scored against one teacher base file, and llama-perplexity reads it.
+  const std::string base = d / "w/teacher-report-c128-n4.kld";
   ASSERT_TRUE(fs::exists(base));
   auto lp = run_llama_tool(llama_tool("llama-perplexity") + " -m " + rows[0]["path"].get<std::string>() +
                                " --kl-divergence-base " + base + " --kl-divergence -c 128 --chunks 4 -t 2",
@@ -68,9 +82,54 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
   // A second run does no work again: no teacher, imatrix, learning, quantizing or evaluation.
   auto again = gamma("run " + args);
   ASSERT_EQ(again.exit_code, 0) << again.output;
-  for (const char* step : {"== dequantize", "== llama-imatrix", "== learn", "== solve", "== llama-quantize", "== eval"})
+  for (const char* step : {"== dequantize", "== llama-imatrix", "== hawq", "== learn", "== solve", "== llama-quantize", "== eval"})
     EXPECT_EQ(again.output.find(step), std::string::npos) << step << "\n" << again.output;
-  EXPECT_NE(again.output.find("llama.cpp Q"), std::string::npos);
+  EXPECT_NE(again.output.find("llama.cpp "), std::string::npos);
+}
+
+// A pool that can only make Q4_0 files against a budget that fits llama.cpp's Q8_0: the mix
+// wins, and run says so, with the command, and exits 0.
+TEST(RunPipeline, VerdictNamesTheMixThatBeatsGamma) {
+  TempDir d;
+  const std::string teacher = d / "w/teacher-f32.gguf";
+  fs::create_directories(d / "w");
+  ASSERT_EQ(gamma("dequantize " + stories260k() + " --type f32 -o " + teacher).exit_code, 0);
+  auto q8 = run::predict_mix(llama_tool("llama-quantize"), teacher, "", "Q8_0");
+  ASSERT_TRUE(q8.is_ok()) << q8.status().message();
+  auto r = gamma("run " + stories260k() + " -w " + d / "w" + " --size " + std::to_string(q8->file_bytes + 16384) +
+                 " --types Q4_0 --scorers static --imatrix none --compare Q8_0 -c 128 --chunks 2 -t 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("verdict: llama.cpp's Q8_0 fits the budget and beats gamma's file"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("llama-quantize " + teacher + " OUT.gguf Q8_0"), std::string::npos) << r.output;
+  auto j = read_json(d / "w/run.json", "gamma.run", 2);
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ((*j)["verdict"]["winner"], "llama.cpp");
+  EXPECT_EQ((*j)["verdict"]["mix"], "Q8_0");
+}
+
+// --max-kld: the smallest file whose validation KLD meets it; an unreachable one names the range.
+TEST(RunPipeline, MaxKldFindsTheSmallestFileThatMeetsIt) {
+  TempDir d;
+  const std::string common = stories260k() + " -w " + d / "w" + " --types Q4_0,Q8_0 --scorers static --imatrix none "
+                             "--compare none -c 128 --chunks 2 -t 2";
+  auto r = gamma("run " + common + " --max-kld 1e-9");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("gamma: error: --max-kld 1e-09: no file reaches it; the largest"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("so the feasible range is KLD >= "), std::string::npos) << r.output;
+  r = gamma("run " + common + " --max-kld 0.05");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = read_json(d / "w/run.json", "gamma.run", 2);
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_LE((*j)["chosen"]["valid_kld"].get<double>(), 0.05);
+  // Every probe below the chosen size missed the target.
+  const uint64_t chosen = (*j)["budget_bytes"].get<uint64_t>();
+  int below = 0;
+  for (const auto& p : (*j)["max_kld_probes"])
+    if (p["size"].get<uint64_t>() < chosen) {
+      EXPECT_GT(p["best"]["valid_kld"].get<double>(), 0.05);
+      ++below;
+    }
+  EXPECT_GE(below, 1);
 }
 
 TEST(RunPipeline, BadInputFailsWithOneLine) {
@@ -85,4 +144,30 @@ TEST(RunPipeline, BadInputFailsWithOneLine) {
   r = gamma("run " + stories260k() + " --bpw -1 -w " + d / "w3");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--bpw must be"), std::string::npos) << r.output;
+  // Targets: malformed, below the smallest file (checked before any work), two at once.
+  r = gamma("run " + stories260k() + " --size 12XB -w " + d / "w4");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("gamma: error: --size: "), std::string::npos) << r.output;
+  r = gamma("run " + stories260k() + " --size 1KB --imatrix none -w " + d / "w5");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("gamma: error: --size 1KB is below the smallest file this pool can make: the feasible range is "),
+            std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(d / "w5/teacher-f32.gguf"));
+  r = gamma("run " + stories260k() + " --size 1MB --bpw 4 -w " + d / "w6");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  r = gamma("run " + stories260k() + " --scorers static,magic -w " + d / "w7");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--scorers: unknown scorer magic"), std::string::npos) << r.output;
+}
+
+// --dry-run: the plan of work with its time and disk, nothing written.
+TEST(RunPipeline, DryRunPrintsThePlanOfWorkAndWritesNothing) {
+  TempDir d;
+  auto r = gamma("run " + stories260k() + " --dry-run --size 1MB -w " + d / "w");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* s : {"gamma run --dry-run: ", "files gamma can make from the pool", "target: --size 1MB", "dequantize",
+                        "pool Q8_0", "hawq", "total (estimate"})
+    EXPECT_NE(r.output.find(s), std::string::npos) << s << "\n" << r.output;
+  EXPECT_FALSE(fs::exists(d / "w"));
 }

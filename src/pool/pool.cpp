@@ -70,7 +70,8 @@ std::string sanitize_label(std::string s) {
 
 const std::vector<std::string>& default_candidate_types() {
   static const std::vector<std::string> kTypes = {
-      // 256-wide blocks (SmolLM2's ffn_down; Qwen's table pending), then 32-wide blocks
+      // 256-wide blocks (Qwen's Pareto set; SmolLM2's ffn_down), then 32-wide blocks (IQ4_NL
+      // only where no 256-wide type fits)
       "IQ2_XXS", "IQ2_XS", "IQ2_S", "Q2_K", "IQ3_XXS", "IQ3_S", "IQ4_XS", "Q4_K", "Q5_K", "Q6_K",
       "IQ4_NL", "Q4_1", "Q5_1", "Q8_0"};
   return kTypes;
@@ -108,7 +109,7 @@ Result<Manifest> build_pool(const PoolOptions& opt) {
   }
 
   Imatrix im;
-  if (!opt.imatrix_path.empty()) {
+  if (!opt.imatrix_path.empty() && !opt.preview) {
     GAMMA_ASSIGN_OR_RETURN(im, load_imatrix(opt.imatrix_path));
     for (const auto& lm : model->linear()) {
       const auto* v = im.find(lm.name);
@@ -118,19 +119,6 @@ Result<Manifest> build_pool(const PoolOptions& opt) {
                               opt.imatrix_path, lm.name, v->size(), t.row_width());
     }
   }
-
-  // Output directory: create, or resume into it if it holds this model's pool.
-  std::error_code ec;
-  if (fs::exists(opt.out_dir, ec) && !fs::is_directory(opt.out_dir, ec))
-    return Status::errorf("{} exists and is not a directory", opt.out_dir);
-  fs::create_directories(opt.out_dir, ec);
-  if (ec) return Status::errorf("cannot create {}: {}", opt.out_dir, ec.message());
-  if (fs::exists(opt.out_dir + "/manifest.json")) {
-    auto old = Manifest::load(opt.out_dir);
-    if (old.is_ok() && old->model_fingerprint != model->fingerprint())
-      return Status::errorf("{} holds a pool of another model ({}); choose another -o", opt.out_dir, old->model_path);
-  }
-  GAMMA_RETURN_IF_ERROR(check_writable_dir(opt.out_dir + "/manifest.json"));
 
   // The emitted file's header does not depend on types: measure it once.
   auto probe = model_writer(*model, [](const TensorInfo& t) { return t.type; });
@@ -162,10 +150,45 @@ Result<Manifest> build_pool(const PoolOptions& opt) {
   for (const auto& t : model->tensors())
     if (!module_index.count(t.name)) man.fixed.push_back({t.name, t.shape, type_name(t.type)});
 
-  auto admits = [&](ggml_type type, const std::string& name, const TensorInfo& t) {
-    if (!type_admits(type, t.row_width())) return false;
-    return !type_needs_imatrix(type) || im.find(name) != nullptr;
+  // A preview with --imatrix assumes the imatrix (not made yet) covers every module.
+  // `auto` gives IQ4_NL only to rows that 256-wide blocks cannot hold: on Qwen's 256-wide
+  // rows IQ4_XS has its error in fewer bytes and Q4_K dominates it (results/iq_qwen/types.md).
+  auto admits = [&](ggml_type type, const std::string& name, const std::vector<int64_t>& shape) {
+    if (!type_admits(type, shape[0])) return false;
+    if (automatic && type == GGML_TYPE_IQ4_NL && shape[0] % 256 == 0) return false;
+    return !type_needs_imatrix(type) || im.find(name) != nullptr || (opt.preview && !opt.imatrix_path.empty());
   };
+  auto add_predicted = [&](ModuleEntry& e, ggml_type type) {
+    Candidate c;
+    c.id = c.type = type_name(type);
+    c.bytes = uint64_t(ggml_row_size(type, e.shape[0])) * uint64_t(e.n_params / e.shape[0]);
+    c.file_bytes = probe->padded(c.bytes);
+    c.bpw = 8.0 * double(c.bytes) / double(e.n_params);
+    e.candidates.push_back(std::move(c));
+  };
+
+  if (opt.preview) {  // sizes only: ggml's row sizes, no quantizing, nothing written
+    for (auto& e : man.modules) {
+      for (ggml_type type : types)
+        if (admits(type, e.name, e.shape)) add_predicted(e, type);
+      if (e.candidates.empty()) add_predicted(e, GGML_TYPE_F16);
+      std::stable_sort(e.candidates.begin(), e.candidates.end(),
+                       [](const Candidate& a, const Candidate& b) { return a.bytes < b.bytes; });
+    }
+    return man;
+  }
+  // Output directory: create, or resume into it if it holds this model's pool.
+  std::error_code ec;
+  if (fs::exists(opt.out_dir, ec) && !fs::is_directory(opt.out_dir, ec))
+    return Status::errorf("{} exists and is not a directory", opt.out_dir);
+  fs::create_directories(opt.out_dir, ec);
+  if (ec) return Status::errorf("cannot create {}: {}", opt.out_dir, ec.message());
+  if (fs::exists(opt.out_dir + "/manifest.json")) {
+    auto old = Manifest::load(opt.out_dir);
+    if (old.is_ok() && old->model_fingerprint != model->fingerprint())
+      return Status::errorf("{} holds a pool of another model ({}); choose another -o", opt.out_dir, old->model_path);
+  }
+  GAMMA_RETURN_IF_ERROR(check_writable_dir(opt.out_dir + "/manifest.json"));
 
   // Work list: one part file per generated type, then one per import.
   // A module no grid type fits (e.g. a 172-wide row and 32-wide blocks) falls back to F16,
@@ -176,7 +199,7 @@ Result<Manifest> build_pool(const PoolOptions& opt) {
     const auto& t = model->tensors()[lm.tensor];
     bool any = false;
     for (ggml_type type : types)
-      if (admits(type, lm.name, t)) { total += t.n_elements(); any = true; }
+      if (admits(type, lm.name, t.shape)) { total += t.n_elements(); any = true; }
     if (!any) { orphans.push_back(&lm); total += t.n_elements(); }
   }
   Progress bar("pool", total, opt.quiet);
@@ -246,7 +269,7 @@ Result<Manifest> build_pool(const PoolOptions& opt) {
   for (ggml_type type : types) {
     std::vector<const LinearModule*> mods;
     for (const auto& lm : model->linear())
-      if (admits(type, lm.name, model->tensors()[lm.tensor])) mods.push_back(&lm);
+      if (admits(type, lm.name, model->tensors()[lm.tensor].shape)) mods.push_back(&lm);
     if (!mods.empty()) GAMMA_RETURN_IF_ERROR(make_part(type, mods));
   }
   if (!orphans.empty()) GAMMA_RETURN_IF_ERROR(make_part(GGML_TYPE_F16, orphans));

@@ -30,6 +30,8 @@ struct PoolOptions {
   std::string out_dir;
   int n_threads = 0;                 // 0: all cores
   bool quiet = false;                // no progress bar
+  bool preview = false;              // the manifest's sizes only (ggml row sizes, rel_err 0, no
+                                     // files, imports ignored): what a pool would hold, instantly
 };
 
 Result<Manifest> build_pool(const PoolOptions& opt);

@@ -178,6 +178,8 @@ Result<Image> draw_line_chart(const LineChart& c, int width, int height) {
       ymin = std::min(ymin, ok_y(s.y[i] - e) ? s.y[i] - e : s.y[i]), ymax = std::max(ymax, s.y[i] + e);
     }
   if (!(xmin <= xmax)) return Status::errorf("chart '{}': no point to draw", c.title);
+  for (const auto& xl : c.x_lines)
+    if (std::isfinite(xl.first)) xmin = std::min(xmin, xl.first), xmax = std::max(xmax, xl.first);
   auto ty = [&](double y) { return c.log_y ? std::log10(y) : y; };
   double lo = ty(ymin), hi = ty(ymax);
   if (c.y_zero_line && !c.log_y) lo = std::min(lo, 0.0), hi = std::max(hi, 0.0);
@@ -251,7 +253,7 @@ Result<Image> draw_line_chart(const LineChart& c, int width, int height) {
         const double lo_e = ok_y(s.y[i] - s.y_err[i]) ? s.y[i] - s.y_err[i] : s.y[i];
         p.line(X(s.x[i]), Y(lo_e), X(s.x[i]), Y(s.y[i] + s.y_err[i]), 1.2);
       }
-    if (idx.size() > 1) {
+    if (idx.size() > 1 && !s.markers_only) {
       cairo_set_line_width(p.cr(), 2);
       cairo_move_to(p.cr(), X(s.x[idx[0]]), Y(s.y[idx[0]]));
       for (size_t k = 1; k < idx.size(); ++k) cairo_line_to(p.cr(), X(s.x[idx[k]]), Y(s.y[idx[k]]));
@@ -266,6 +268,16 @@ Result<Image> draw_line_chart(const LineChart& c, int width, int height) {
     for (size_t i : idx)
       if (i < s.point_labels.size() && !s.point_labels[i].empty())
         p.text(X(s.x[i]) + 7, Y(s.y[i]) - 6, s.point_labels[i], 0, 1);
+  }
+  for (const auto& [xv, label] : c.x_lines) {
+    if (!std::isfinite(xv)) continue;
+    p.color(0.35, 0.35, 0.35);
+    const double dash[] = {6, 4};
+    cairo_set_dash(p.cr(), dash, 2, 0);
+    p.line(X(xv), T, X(xv), T + ph, 1.4);
+    cairo_set_dash(p.cr(), nullptr, 0, 0);
+    p.font(11);
+    p.text(X(xv) + 4, T + 6, label, 0, 0);
   }
   cairo_restore(p.cr());
 
@@ -284,7 +296,7 @@ Result<Image> draw_line_chart(const LineChart& c, int width, int height) {
     const Rgb col = kSeries[si % 10];
     const double lx = L + pw + 20;
     p.color(col);
-    p.line(lx, ly, lx + 26, ly, 2);
+    if (!c.series[si].markers_only) p.line(lx, ly, lx + 26, ly, 2);
     p.marker(int(si / 10 + si), lx + 13, ly, 5);
     p.color(0.1, 0.1, 0.1);
     p.text(lx + 34, ly, c.series[si].name, 0, 0.5);

@@ -5,6 +5,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "util/status.h"
@@ -45,6 +46,7 @@ struct Series {
   std::vector<double> x, y;
   std::vector<double> y_err;            // optional: ± error bars, same length as y
   std::vector<std::string> point_labels;  // optional: a small label next to each point
+  bool markers_only = false;              // points without a connecting line
 };
 
 struct LineChart {
@@ -53,6 +55,8 @@ struct LineChart {
   std::vector<Series> series;
   // Optional horizontal reference line (e.g. r = 0).
   bool y_zero_line = false;
+  // Optional vertical reference lines (e.g. a budget), dashed, with a label at the top.
+  std::vector<std::pair<double, std::string>> x_lines;
 };
 
 // Fails when there is no finite point (or, with log_y, no positive y).

@@ -1,13 +1,14 @@
 #include "run/run.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include <fmt/format.h>
@@ -16,6 +17,13 @@
 #include "gguf_model/model.h"
 #include "plan/plan.h"
 #include "pool/manifest.h"
+#include "pool/pool.h"
+#include "report/plot.h"
+#include "run/estimate.h"
+#include "run/mixes.h"
+#include "run/proc.h"
+#include "solve/allocate.h"
+#include "solve/budget.h"
 #include "util/files.h"
 #include "util/json.h"
 #include "util/threads.h"
@@ -23,363 +31,685 @@
 namespace fs = std::filesystem;
 
 namespace gm {
-
-const std::vector<StandardMix>& standard_mixes() {
-  // llama-quantize's table: K and legacy mixes as " 2.96G, +3.5199 ppl @ Llama-3-8B"
-  // (bpw = G * 2^30 * 8 / 8.03e9), IQ mixes as " 3.44 bpw quantization". IQ1_S..IQ2_S need an
-  // imatrix (llama-quantize refuses them without one).
-  static const std::vector<StandardMix> mixes = [] {
-    const double gib = 1073741824.0 * 8 / 8.03e9;
-    std::vector<StandardMix> m = {
-        {"IQ1_S", 1.56, true},         {"IQ1_M", 1.75, true},         {"IQ2_XXS", 2.06, true},
-        {"IQ2_XS", 2.31, true},        {"IQ2_S", 2.5, true},          {"IQ2_M", 2.7, false},
-        {"Q2_K", 2.96 * gib, false},   {"IQ3_XXS", 3.06, false},      {"IQ3_XS", 3.3, false},
-        {"Q3_K_S", 3.41 * gib, false}, {"IQ3_S", 3.44, false},        {"IQ3_M", 3.66, false},
-        {"Q3_K_M", 3.74 * gib, false}, {"Q3_K_L", 4.03 * gib, false}, {"IQ4_XS", 4.25, false},
-        {"Q4_0", 4.34 * gib, false},   {"Q4_K_S", 4.37 * gib, false}, {"IQ4_NL", 4.5, false},
-        {"Q4_K_M", 4.58 * gib, false}, {"Q4_1", 4.78 * gib, false},   {"Q5_0", 5.21 * gib, false},
-        {"Q5_K_S", 5.21 * gib, false}, {"Q5_K_M", 5.33 * gib, false}, {"Q5_1", 5.65 * gib, false},
-        {"Q6_K", 6.14 * gib, false},   {"Q8_0", 7.96 * gib, false}};
-    return m;
-  }();
-  return mixes;
-}
-
-int nearest_mix(double file_bpw, bool have_imatrix) {
-  const auto& m = standard_mixes();
-  int best = -1;
-  for (int i = 0; i < int(m.size()); ++i)
-    if ((have_imatrix || !m[i].needs_imatrix) &&
-        (best < 0 || std::fabs(m[i].nominal_bpw - file_bpw) < std::fabs(m[best].nominal_bpw - file_bpw)))
-      best = i;
-  return best;
-}
-
-int next_mix_to_try(double file_bpw, const std::vector<double>& made, bool have_imatrix) {
-  bool below = false, above = false, any = false;
-  for (double b : made)
-    if (b >= 0) {
-      any = true;
-      below = below || b <= file_bpw;
-      above = above || b >= file_bpw;
-    }
-  if (!any) return nearest_mix(file_bpw, have_imatrix);
-  if (below && above) return -1;
-  // Real sizes need not follow the nominal order (a k-quant mix falls back to other types on
-  // rows k-quants cannot hold), so take the nominally nearest untried mix on the missing side.
-  const auto& m = standard_mixes();
-  int next = -1;
-  for (int i = 0; i < int(m.size()); ++i) {
-    if (made[size_t(i)] >= 0 || (m[i].needs_imatrix && !have_imatrix) ||
-        (below ? m[i].nominal_bpw < file_bpw : m[i].nominal_bpw > file_bpw))
-      continue;
-    if (next < 0 || std::fabs(m[i].nominal_bpw - file_bpw) < std::fabs(m[next].nominal_bpw - file_bpw)) next = i;
-  }
-  return next;
-}
-
 namespace {
 
-// Runs argv[0] with inherited stdout/stderr and waits; a non-zero exit fails the run with the
-// step's name (the child has already printed its own one-line error).
-Status run_step(const std::string& step, const std::vector<std::string>& argv) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) return Status::errorf("{}: cannot start {}: {}", step, argv[0], std::strerror(errno));
-  if (pid == 0) {
-    ::execv(args[0], args.data());
-    std::fprintf(stderr, "gamma: error: cannot run %s: %s\n", args[0], std::strerror(errno));
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return Status::errorf("{}: waitpid: {}", step, std::strerror(errno));
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::ok();
-  if (WIFSIGNALED(status)) return Status::errorf("{} failed: {} killed by signal {}", step, argv[0], WTERMSIG(status));
-  return Status::errorf("{} failed ({} exited with {})", step, argv[0], WEXITSTATUS(status));
-}
-
-// Like run_step, for a llama.cpp tool whose chatter goes to LOG (shown only on failure).
-Status run_tool(const std::string& step, const std::vector<std::string>& argv, const std::string& log) {
-  std::string cmd;
-  for (const auto& a : argv) cmd += "'" + a + "' ";  // paths are ours: no single quotes
-  cmd += "> '" + log + "' 2>&1";
-  const int rc = std::system(cmd.c_str());
-  if (rc == 0) return Status::ok();
-  return Status::errorf("{} failed ({} exited with {}; its log: {})", step, argv[0],
-                        WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, log);
-}
+using run::run_step;
+using run::run_tool;
+using solve::format_size;
 
 bool exists(const std::string& p) {
   std::error_code ec;
   return fs::exists(p, ec);
 }
 
-// True when `target` exists and is at least as new as `source`.
-bool newer(const std::string& target, const std::string& source) {
-  std::error_code e1, e2;
-  const auto t = fs::last_write_time(target, e1), s = fs::last_write_time(source, e2);
-  return !e1 && !e2 && t >= s;
+std::string hms(double s) {
+  const long t = std::lround(std::max(0.0, s));
+  return t < 60 ? fmt::format("{}s", t) : t < 3600 ? fmt::format("{}m{:02}s", t / 60, t % 60)
+                                                   : fmt::format("{}h{:02}m", t / 3600, t / 60 % 60);
 }
 
-std::string bpw_tag(double bpw) { return fmt::format("{:.3g}", bpw); }
+// The run's inputs, resolved once: paths in the work directory, the child commands'
+// common arguments, the model's size (for estimates) and the stage log.
+struct Env {
+  explicit Env(const RunOptions& opt) : o(opt) {}
+  const RunOptions& o;
+  std::string G, T, W, data, model, teacher, imatrix, pool, calib, valid_text, report_text;
+  int valid_chunks = 0;
+  run::ModelSize ms;
+  bool quiet = false;  // pass -q to the steps (not a terminal, or --quiet)
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  json stages = json::array();
 
-struct FileStats {
-  uint64_t bytes = 0;
-  double bpw = 0;  // whole file, bits per model weight
+  double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+  // One line per stage: its name and estimated time, then its wall time once done.
+  Status stage(const std::string& name, double eta, const std::function<Status()>& fn) {
+    std::printf("== %s  [est. %s, run %s]\n", name.c_str(), hms(eta).c_str(), hms(elapsed()).c_str());
+    std::fflush(stdout);
+    const double s0 = elapsed();
+    Status st = fn();
+    if (!st.is_ok()) return st;
+    const double took = elapsed() - s0;
+    std::printf("   done in %s\n", hms(took).c_str());
+    std::fflush(stdout);
+    stages.push_back({{"stage", name}, {"seconds", took}, {"estimate_seconds", eta}});
+    return Status::ok();
+  }
+  std::vector<std::string> q() const { return quiet ? std::vector<std::string>{"-q"} : std::vector<std::string>{}; }
+  std::string kld_base(const std::string& text_tag, int chunks) const {
+    return W + fmt::format("/teacher-{}-c{}-n{}.kld", text_tag, o.eval_ctx, chunks);
+  }
 };
 
-Result<FileStats> file_stats(const std::string& path) {
+// ---- model size, feasible range ------------------------------------------------------------
+
+Result<run::ModelSize> model_size(const std::string& path, int threads) {
   GAMMA_ASSIGN_OR_RETURN(auto m, Model::open(path));
-  double n = 0;
-  for (const auto& t : m->tensors()) n += double(t.n_elements());
-  return FileStats{m->file_size(), n > 0 ? 8.0 * double(m->file_size()) / n : 0};
+  run::ModelSize s;
+  for (const auto& t : m->tensors()) s.params += double(t.n_elements());
+  for (const auto& lm : m->linear()) s.linear_params += double(m->tensors()[lm.tensor].n_elements());
+  s.n_layer = m->n_layer();
+  s.threads = threads;
+  return s;
 }
 
-}  // namespace
-
 // A one-step-cheaper type for the output head (or the tied embedding) that its rows fit, or "".
-static std::string cheaper_head_type(const Manifest& m, const std::string& head, const std::string& current) {
+std::string cheaper_head_type(const Manifest& m, const std::string& head, const std::string& current) {
   static const std::map<std::string, std::string> kStep = {
       {"Q8_0", "Q5_1"}, {"Q6_K", "Q5_K"}, {"Q5_K", "Q4_K"}, {"Q5_1", "Q4_1"}};
   auto it = kStep.find(current);
   return it != kStep.end() && check_fixed_type(m, head, it->second).is_ok() ? it->second : "";
 }
 
-Status run_pipeline(const RunOptions& o) {
-  int compare_idx = -1;  // checked before any work
-  if (o.compare != "auto" && o.compare != "none") {
-    for (int i = 0; i < int(standard_mixes().size()); ++i)
-      if (o.compare == standard_mixes()[i].name) compare_idx = i;
-    if (compare_idx < 0)
-      return Status::errorf("--compare {}: not a llama.cpp standard mix (IQ1_S, ..., IQ4_NL, Q2_K, ..., Q8_0)", o.compare);
-    if (standard_mixes()[compare_idx].needs_imatrix && o.imatrix == "none")
-      return Status::errorf("--compare {}: llama-quantize makes it only with an imatrix (not with --imatrix none)", o.compare);
+struct Range {
+  uint64_t min = 0, max = 0;  // the smallest file run can make, and the largest one
+};
+
+// Smallest: every module at its lightest candidate, the head at the cheaper of the types run
+// tries. Largest: every module at its heaviest candidate.
+Result<Range> feasible_range(const Manifest& man) {
+  GAMMA_ASSIGN_OR_RETURN(solve::Scores st, solve::Scores::from_manifest(man));
+  GAMMA_ASSIGN_OR_RETURN(auto a, solve::Allocator::create(man, st, {}));
+  Range r;
+  r.min = a.min_file_bytes();
+  const std::string head = output_head(man);
+  const std::string smallest = default_fixed_types(man, 0).at(head);
+  if (auto c = cheaper_head_type(man, head, smallest); !c.empty()) {
+    GAMMA_ASSIGN_OR_RETURN(auto b, solve::Allocator::create(man, st, {}, {}, {{head, c}}));
+    r.min = std::min(r.min, b.min_file_bytes());
   }
-  const std::string G = o.gamma_exe;
-  const std::string data = o.data_dir.empty() ? shared_data_dir() : o.data_dir;
-  const std::string T = std::to_string(resolve_threads(o.threads));
-  const std::string W = o.work;
+  solve::Scores heavy = st;
+  for (const auto& e : man.modules)
+    for (const auto& c : e.candidates) heavy.score[e.name][c.id] = double(c.bytes);
+  GAMMA_ASSIGN_OR_RETURN(auto h, solve::Allocator::create(man, heavy, {}));
+  solve::Budget all;
+  all.kind = solve::Budget::Kind::kFileBytes;
+  all.file_bytes = uint64_t(1) << 50;
+  GAMMA_ASSIGN_OR_RETURN(auto top, h.solve(all));
+  r.max = top.size.file_bytes;
+  return r;
+}
+
+// ---- scorers --------------------------------------------------------------------------------
+
+struct Scorer {
+  std::string name;               // static, hawq, gamma
+  std::vector<std::string> args;  // gamma solve's score arguments
+};
+
+// The scores of every scorer asked for, measured once (cached in the work directory).
+// GAMMA learns at `learn_bpw` (its scores are reused at every other budget).
+Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
+  std::vector<Scorer> out;
+  for (const auto& s : e.o.scorers) {
+    if (s == "static") {
+      out.push_back({s, {"--score-from-manifest"}});
+    } else if (s == "hawq") {
+      const std::string f = e.W + "/scores-hawq.json";
+      if (!exists(f)) {
+        std::vector<std::string> cmd = {e.G, "hawq", e.pool, "--teacher", e.teacher, "--calib", e.calib, "--samples",
+                                        std::to_string(e.o.hawq_samples), "--batch", "4", "--calib-tokens",
+                                        std::to_string(e.o.hawq_calib_tokens), "--seq-len", "256", "-t", e.T, "-o", f};
+        for (const auto& x : e.q()) cmd.push_back(x);
+        GAMMA_RETURN_IF_ERROR(e.stage("hawq -> " + f, run::hawq_seconds(e.ms, e.o.hawq_samples, e.o.hawq_calib_tokens),
+                                      [&] { return run_step("hawq", cmd); }));
+      }
+      out.push_back({s, {"--scores", f}});
+    } else if (s == "gamma") {
+      std::string f = e.o.scores;
+      if (f.empty()) {
+        const std::string tag = fmt::format("{:.3g}", learn_bpw);
+        f = e.W + "/scores-gamma-" + tag + ".json";
+        if (!exists(f)) {
+          std::vector<std::string> cmd = {e.G, "learn", e.pool, "--teacher", e.teacher, "--bpw", tag, "--steps",
+                                          std::to_string(e.o.steps), "--layers-per-step", std::to_string(e.o.layers_per_step),
+                                          "--calib-tokens", std::to_string(e.o.calib_tokens), "--calib", e.calib, "-t", e.T, "-o", f};
+          for (const auto& x : e.q()) cmd.push_back(x);
+          GAMMA_RETURN_IF_ERROR(e.stage("learn at " + tag + " bpw -> " + f,
+                                        run::learn_seconds(e.ms, e.o.steps, e.o.layers_per_step, 1024),
+                                        [&] { return run_step("learn", cmd); }));
+        }
+      }
+      out.push_back({s, {"--scores", f, "--transform", "size-log", "--fill", "0.995"}});
+    }
+  }
+  return out;
+}
+
+// ---- one budget: every scorer x head, chosen on validation ---------------------------------
+
+struct Variant {
+  std::string name, scorer, head_type;  // head_type "" = the default for the size
+  std::string plan;
+  uint64_t bytes = 0;
+  double kld = 0, kld_err = 0;  // validation
+};
+
+Result<json> eval_file(Env& e, const std::string& gguf, const std::string& out, bool validation) {
+  const int chunks = validation ? e.valid_chunks : e.o.eval_chunks;
+  const std::string text = validation ? e.valid_text : e.report_text;
+  const std::string base = e.kld_base(validation ? "valid" : "report", chunks);
+  if (!exists(out)) {
+    std::vector<std::string> cmd = {e.G, "eval", gguf, "--teacher", e.teacher, "--kld-base", base, "--text", text,
+                                    "--ctx", std::to_string(e.o.eval_ctx), "--chunks", std::to_string(chunks), "-t", e.T,
+                                    "-q", "-o", out};
+    const double tokens = double(chunks) * e.o.eval_ctx;
+    GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("eval {} on {}", fs::path(gguf).filename().string(),
+                                              fs::path(text).filename().string()),
+                                  run::eval_seconds(e.ms, tokens, exists(base)), [&] { return run_step("eval", cmd); }));
+  }
+  return read_json(out, "gamma.eval", 1);
+}
+
+// Solves, emits and measures (validation) every scorer with the default head and with a
+// one-step-cheaper head at `size` bytes. Each variant's files live in W/at-SIZE/; the
+// candidate GGUFs are removed once measured.
+Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const std::vector<Scorer>& scorers, uint64_t size) {
+  const std::string dir = e.W + "/at-" + std::to_string(size);
   std::error_code ec;
-  fs::create_directories(W, ec);
-  if (ec) return Status::errorf("cannot create work directory {}: {}", W, ec.message());
-  if (::access(W.c_str(), W_OK) != 0) return Status::errorf("cannot write to work directory {}", W);
-  const std::string eval_text = o.eval_text.empty() ? data + "/text/wiki.test.raw" : o.eval_text;
-  const std::string valid_text = o.valid_text.empty() ? data + "/text/wiki.valid.tokens" : o.valid_text;
-  const std::string calib = data + "/text/war-and-peace.txt";
-  for (const auto& f : {eval_text, valid_text, calib})
-    if (::access(f.c_str(), R_OK) != 0) return Status::errorf("cannot read {}: {}", f, std::strerror(errno));
-  auto say = [](const std::string& s) { std::printf("== %s\n", s.c_str()); std::fflush(stdout); };
-
-  // 1. The model.
-  std::string model = o.model;
-  if (!exists(model) || fs::is_directory(model)) {
-    say("fetch " + o.model);
-    GAMMA_ASSIGN_OR_RETURN(model, fetch_model(o.model));
-  }
-  std::string types_csv;  // empty: gamma pool's measured default set ("auto")
-  for (const auto& t : o.types) types_csv += (types_csv.empty() ? "" : ",") + t;
-  if (types_csv.empty()) types_csv = "auto";
-
-  // 2. The teacher: the model dequantized to F32 (when the source is quantized, the best
-  //    reference there is; reported as such).
-  const std::string teacher = W + "/teacher-f32.gguf";
-  if (!exists(teacher)) {
-    say("dequantize -> " + teacher);
-    GAMMA_RETURN_IF_ERROR(run_step("dequantize", {G, "dequantize", model, "--type", "f32", "-o", teacher}));
-  }
-
-  // 3. Importance matrix, shared by gamma's pool and llama-quantize's mix.
-  std::string imatrix;
-  if (o.imatrix == "auto") {
-    imatrix = W + "/imatrix.gguf";
-    if (!exists(imatrix)) {
-      say(fmt::format("llama-imatrix ({} chunks of {} tokens of {}) -> {}", o.imatrix_chunks, o.eval_ctx,
-                      fs::path(calib).filename().string(), imatrix));
-      const std::string tmp = W + "/imatrix.partial.gguf";
-      GAMMA_RETURN_IF_ERROR(run_tool("imatrix",
-          {o.llama_bin + "/llama-imatrix", "-m", model, "-f", calib, "-c", std::to_string(o.eval_ctx), "--chunks",
-           std::to_string(o.imatrix_chunks), "-t", T, "-o", tmp}, W + "/imatrix.log"));
-      if (std::rename(tmp.c_str(), imatrix.c_str()) != 0) return Status::errorf("cannot write {}", imatrix);
-    }
-  } else if (o.imatrix != "none") {
-    imatrix = o.imatrix;
-    if (::access(imatrix.c_str(), R_OK) != 0) return Status::errorf("cannot read {}: {}", imatrix, std::strerror(errno));
-  }
-
-  // 4. Pool (resumes by itself).
-  const std::string pool = W + "/pool";
-  say("pool " + types_csv + " -> " + pool);
-  std::vector<std::string> pool_cmd = {G, "pool", model, "--types", types_csv, "-o", pool, "-t", T};
-  if (!imatrix.empty()) pool_cmd.insert(pool_cmd.end(), {"--imatrix", imatrix});
-  GAMMA_RETURN_IF_ERROR(run_step("pool", pool_cmd));
-
-  // 5. Stage I at the target (or scores given), 6. Stage II, 7. emit.
-  const std::string tag = bpw_tag(o.bpw);
-  std::string scores = o.scores;
-  if (scores.empty()) {
-    scores = W + "/scores-" + tag + ".json";
-    if (!exists(scores)) {
-      say("learn -> " + scores);
-      GAMMA_RETURN_IF_ERROR(run_step("learn",
-          {G, "learn", pool, "--teacher", teacher, "--bpw", tag, "--steps", std::to_string(o.steps),
-           "--layers-per-step", std::to_string(o.layers_per_step), "--calib-tokens", std::to_string(o.calib_tokens),
-           "-t", T, "-o", scores}));
-    }
-  }
-  // 6-7. Stage II, chosen on validation text: the budget's file size is the one the linear
-  //    budget gives with llama.cpp's default head/embedding types; at that size, every scorer
-  //    (GAMMA's scores as size-weighted log p spending the budget, the static proxy) with the
-  //    default and with a one-step-cheaper output head is solved, emitted and measured
-  //    against the teacher on the validation text; the best becomes gamma's file.
-  const std::string plan = W + "/plan-" + tag + ".json", out = W + "/gamma-" + tag + ".gguf";
-  const std::string choice_path = W + "/choice-" + tag + ".json";
-  if (!newer(choice_path, scores) || !exists(out) || !exists(plan)) {
-    const std::string sized = W + "/plan-" + tag + "-sized.json";
-    GAMMA_RETURN_IF_ERROR(run_step("solve", {G, "solve", "--score-from-manifest", "--pool", pool, "--bpw", tag, "-o", sized}));
-    GAMMA_ASSIGN_OR_RETURN(json sj, read_json(sized, "gamma.plan", 1));
-    const std::string size = std::to_string(sj["info"]["predicted"]["file_bytes"].get<uint64_t>());
-    GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(pool));
-    const std::string head = output_head(man);
-    std::vector<std::string> heads = {""};
-    if (auto cheaper = cheaper_head_type(man, head, sj["fixed"].value(head, "")); !cheaper.empty()) heads.push_back(cheaper);
-    const std::vector<std::pair<std::string, std::vector<std::string>>> scorers = {
-        {"gamma", {"--scores", scores, "--transform", "size-log", "--fill", "0.995"}}, {"static", {"--score-from-manifest"}}};
-    const std::string vbase = W + fmt::format("/teacher-logits-valid-c{}-n{}.kld", o.eval_ctx, o.eval_chunks);
-    json tried = json::array();
-    double best = INFINITY;
-    for (const auto& [sname, sargs] : scorers)
-      for (const auto& h : heads) {
-        const std::string name = sname + (h.empty() ? "" : "-" + head.substr(0, head.find('.')) + "-" + h);
-        const std::string cp = W + "/plan-" + tag + "-" + name + ".json", cg = W + "/cand-" + tag + "-" + name + ".gguf";
-        say(fmt::format("solve + emit {} at {} bytes, eval on {}", name, size, fs::path(valid_text).filename().string()));
-        std::vector<std::string> cmd = {G, "solve", "--pool", pool, "--size", size, "-o", cp};
-        cmd.insert(cmd.end(), sargs.begin(), sargs.end());
-        if (!h.empty()) cmd.insert(cmd.end(), {"--fixed", head + "=" + h});
-        GAMMA_RETURN_IF_ERROR(run_step("solve", cmd));
-        GAMMA_RETURN_IF_ERROR(run_step("emit", {G, "emit", pool, cp, "-o", cg}));
-        const std::string ej = cg.substr(0, cg.size() - 5) + ".valid.json";
-        GAMMA_RETURN_IF_ERROR(run_step("eval", {G, "eval", cg, "--teacher", teacher, "--kld-base", vbase, "--text", valid_text,
-                                                "--ctx", std::to_string(o.eval_ctx), "--chunks", std::to_string(o.eval_chunks),
-                                                "-t", T, "-q", "-o", ej}));
-        GAMMA_ASSIGN_OR_RETURN(json e, read_json(ej, "gamma.eval", 1));
-        const double kld = e["kld"]["mean"].get<double>();
-        tried.push_back({{"name", name}, {"plan", cp}, {"valid_kld", kld}, {"valid_kld_stderr", e["kld"]["stderr"]}});
-        if (kld < best) {
-          best = kld;
-          std::error_code rec;
-          fs::copy_file(cp, plan, fs::copy_options::overwrite_existing, rec);
-          if (rec || std::rename(cg.c_str(), out.c_str()) != 0) return Status::errorf("cannot write {}", out);
-        } else {
-          fs::remove(cg);
-        }
+  fs::create_directories(dir, ec);
+  if (ec) return Status::errorf("cannot create {}: {}", dir, ec.message());
+  const std::string head = output_head(man);
+  GAMMA_ASSIGN_OR_RETURN(solve::Scores st, solve::Scores::from_manifest(man));
+  GAMMA_ASSIGN_OR_RETURN(auto a, solve::Allocator::create(man, st, {}));
+  solve::Budget b;
+  b.kind = solve::Budget::Kind::kFileBytes;
+  b.file_bytes = size;
+  // The default head's type at this size; below the default's smallest file only the
+  // cheaper head is tried.
+  auto at = a.solve(b);
+  const std::string def = at.is_ok() ? at->plan.fixed.at(head) : default_fixed_types(man, 0).at(head);
+  std::vector<std::string> heads;
+  if (at.is_ok()) heads.push_back("");
+  if (auto c = cheaper_head_type(man, head, def); !c.empty()) heads.push_back(c);
+  if (heads.empty()) return at.status();
+  std::vector<Variant> out;
+  for (const auto& s : scorers)
+    for (const auto& h : heads) {
+      Variant v;
+      v.scorer = s.name;
+      v.head_type = h;
+      v.name = s.name + (h.empty() ? "" : "-" + head.substr(0, head.find('.')) + "-" + h);
+      v.plan = dir + "/plan-" + v.name + ".json";
+      const std::string gguf = dir + "/" + v.name + ".gguf", ej = dir + "/" + v.name + ".valid.json";
+      if (!exists(ej)) {
+        GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("solve + emit {} at {}", v.name, format_size(size)), run::emit_seconds(e.ms),
+                                      [&]() -> Status {
+                                        std::vector<std::string> cmd = {e.G, "solve", "--pool", e.pool, "--size",
+                                                                        std::to_string(size), "-o", v.plan};
+                                        cmd.insert(cmd.end(), s.args.begin(), s.args.end());
+                                        if (!h.empty()) cmd.insert(cmd.end(), {"--fixed", head + "=" + h});
+                                        GAMMA_RETURN_IF_ERROR(run_step("solve", cmd));
+                                        return run_step("emit", {e.G, "emit", e.pool, v.plan, "-o", gguf});
+                                      }));
       }
-    json ch = json_header("gamma.run.choice", 1);
-    ch["size"] = std::stoull(size);
-    ch["validation"] = {{"text", valid_text}, {"ctx", o.eval_ctx}, {"chunks", o.eval_chunks}};
-    ch["tried"] = tried;
-    for (const auto& t : tried)
-      if (t["valid_kld"].get<double>() == best) ch["chosen"] = t["name"];
-    GAMMA_RETURN_IF_ERROR(write_json(choice_path, ch));
-    say(fmt::format("chosen on validation: {} (KLD {:.6f})", ch["chosen"].get<std::string>(), best));
-  }
-  GAMMA_ASSIGN_OR_RETURN(FileStats mine, file_stats(out));
+      GAMMA_ASSIGN_OR_RETURN(json j, eval_file(e, gguf, ej, true));
+      fs::remove(gguf, ec);
+      v.bytes = j["model"]["file_bytes"].get<uint64_t>();
+      v.kld = j["kld"]["mean"].get<double>();
+      v.kld_err = j["kld"]["stderr"].get<double>();
+      out.push_back(v);
+    }
+  return out;
+}
 
-  // 8. The llama.cpp standard mix nearest in size, from the same teacher and imatrix.
-  struct Row {
-    std::string label, path;
-    FileStats st;
+const Variant& best_of(const std::vector<Variant>& vs) {
+  return *std::min_element(vs.begin(), vs.end(), [](const Variant& a, const Variant& b) { return a.kld < b.kld; });
+}
+
+json variant_json(const Variant& v) {
+  return {{"name", v.name}, {"scorer", v.scorer}, {"head_type", v.head_type}, {"plan", v.plan},
+          {"file_bytes", v.bytes}, {"valid_kld", v.kld}, {"valid_kld_stderr", v.kld_err}};
+}
+
+// Emits `v`'s plan to `gguf` unless it is there already.
+Status emit_variant(Env& e, const Variant& v, const std::string& gguf) {
+  if (exists(gguf)) return Status::ok();
+  return e.stage("emit " + v.name + " -> " + gguf, run::emit_seconds(e.ms),
+                 [&] { return run_step("emit", {e.G, "emit", e.pool, v.plan, "-o", gguf}); });
+}
+
+// ---- the target as a size --------------------------------------------------------------------
+
+// --max-kld: the smallest size whose best variant's validation KLD is at most X, by bisection
+// over sizes (to 1 % of the size, at most 10 probes). Every probe is recorded.
+Result<uint64_t> search_max_kld(Env& e, const Manifest& man, const std::vector<Scorer>& scorers, const Range& range,
+                                json& probes) {
+  const double X = e.o.max_kld;
+  auto probe = [&](uint64_t size) -> Result<double> {
+    GAMMA_ASSIGN_OR_RETURN(auto vs, variants_at(e, man, scorers, size));
+    const Variant& b = best_of(vs);
+    probes.push_back({{"size", size}, {"best", variant_json(b)}});
+    std::printf("   probe %s: best %s, validation KLD %.6f (%s %g)\n", format_size(size).c_str(), b.name.c_str(), b.kld,
+                b.kld <= X ? "<=" : ">", X);
+    return b.kld;
   };
-  std::vector<Row> rows = {{"gamma " + tag + " bpw", out, mine}};
-  if (o.compare != "none") {
-    const auto& mixes = standard_mixes();
-    std::vector<double> made(mixes.size(), -1.0);
-    auto make = [&](int i) -> Status {
-      const std::string path = W + "/llama-" + mixes[i].name + ".gguf";
-      if (!exists(path)) {
-        say(std::string("llama-quantize ") + mixes[i].name + " -> " + path);
-        const std::string tmp = W + "/llama-" + mixes[i].name + ".partial.gguf";
-        std::vector<std::string> cmd = {o.llama_bin + "/llama-quantize"};
-        if (!imatrix.empty()) cmd.insert(cmd.end(), {"--imatrix", imatrix});
-        cmd.insert(cmd.end(), {teacher, tmp, mixes[i].name, T});
-        GAMMA_RETURN_IF_ERROR(run_tool("llama-quantize", cmd, W + "/llama-" + mixes[i].name + ".log"));
-        if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::errorf("cannot write {}", path);
-      }
-      GAMMA_ASSIGN_OR_RETURN(FileStats st, file_stats(path));
-      made[i] = st.bpw;
+  GAMMA_ASSIGN_OR_RETURN(double top, probe(range.max));
+  if (top > X)
+    return Status::errorf("--max-kld {:g}: no file reaches it; the largest ({}) has validation KLD {:.6f}, so the feasible "
+                          "range is KLD >= {:.6f}",
+                          X, format_size(range.max), top, top);
+  GAMMA_ASSIGN_OR_RETURN(double bottom, probe(range.min));
+  if (bottom <= X) return range.min;
+  uint64_t lo = range.min, hi = range.max;
+  for (int i = 0; i < 10 && double(hi - lo) > 0.01 * double(hi); ++i) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    GAMMA_ASSIGN_OR_RETURN(double k, probe(mid));
+    (k <= X ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+// ---- llama.cpp's mixes -----------------------------------------------------------------------
+
+struct MixRow {
+  std::string name, path;
+  uint64_t bytes = 0, predicted = 0;
+  double valid_kld = 0, valid_err = 0;
+  json report;
+  bool fits = false;
+};
+
+std::vector<std::string> quantize_cmd(const Env& e, const std::string& mix, const std::string& out) {
+  std::vector<std::string> cmd = {e.o.llama_bin + "/llama-quantize"};
+  if (!e.imatrix.empty()) cmd.insert(cmd.end(), {"--imatrix", e.imatrix});
+  cmd.insert(cmd.end(), {e.teacher, out, mix, e.T});
+  return cmd;
+}
+
+// llama-quantize's prediction of every standard mix it can make here (cached: a dry run loads
+// the teacher's header, a fraction of a second each).
+Result<std::map<std::string, uint64_t>> predict_mixes(Env& e) {
+  const std::string cache = e.W + "/mixes-predicted.json";
+  std::map<std::string, uint64_t> out;
+  if (auto j = read_json(cache, "gamma.run.mixes", 1); j.is_ok() && (*j)["imatrix"] == e.imatrix) {
+    for (const auto& [k, v] : (*j)["predicted"].items()) out[k] = v.get<uint64_t>();
+    return out;
+  }
+  for (const auto& mix : run::standard_mixes()) {
+    GAMMA_ASSIGN_OR_RETURN(auto p, run::predict_mix(e.o.llama_bin + "/llama-quantize", e.teacher, e.imatrix, mix));
+    if (p.needs_imatrix && e.imatrix.empty()) continue;
+    out[mix] = p.file_bytes;
+  }
+  json j = json_header("gamma.run.mixes", 1);
+  j["imatrix"] = e.imatrix;
+  j["predicted"] = out;
+  GAMMA_RETURN_IF_ERROR(write_json(cache, j));
+  return out;
+}
+
+Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted) {
+  MixRow r;
+  r.name = mix;
+  r.predicted = predicted;
+  r.path = e.W + "/llama-" + mix + ".gguf";
+  if (!exists(r.path)) {
+    const std::string tmp = e.W + "/llama-" + mix + ".partial.gguf";
+    GAMMA_RETURN_IF_ERROR(e.stage("llama-quantize " + mix + " -> " + r.path, run::mix_seconds(e.ms, mix), [&]() -> Status {
+      GAMMA_RETURN_IF_ERROR(run_tool("llama-quantize", quantize_cmd(e, mix, tmp), e.W + "/llama-" + mix + ".log"));
+      if (std::rename(tmp.c_str(), r.path.c_str()) != 0) return Status::errorf("cannot write {}", r.path);
       return Status::ok();
-    };
+    }));
+  }
+  GAMMA_ASSIGN_OR_RETURN(uint64_t bytes, file_size(r.path));
+  r.bytes = bytes;
+  GAMMA_ASSIGN_OR_RETURN(json v, eval_file(e, r.path, e.W + "/llama-" + mix + ".valid.json", true));
+  r.valid_kld = v["kld"]["mean"].get<double>();
+  r.valid_err = v["kld"]["stderr"].get<double>();
+  GAMMA_ASSIGN_OR_RETURN(r.report, eval_file(e, r.path, e.W + "/llama-" + mix + ".report.json", false));
+  return r;
+}
+
+json report_row(const std::string& label, const std::string& path, const json& ev, double valid_kld) {
+  return {{"label", label},
+          {"path", path},
+          {"file_bytes", ev["model"]["file_bytes"]},
+          {"valid_kld", valid_kld},
+          {"kld_mean", ev["kld"]["mean"]},
+          {"kld_stderr", ev["kld"]["stderr"]},
+          {"top1", ev["kld"]["top1"]},
+          {"ppl", ev["perplexity"]["ppl"]},
+          {"ppl_stderr", ev["perplexity"]["ppl_stderr"]}};
+}
+
+// ---- the picture -----------------------------------------------------------------------------
+
+Status draw_run_png(const std::string& path, const json& summary) {
+  report::LineChart c;
+  c.title = fmt::format("{}: KLD vs the teacher on {}", fs::path(summary["model"].get<std::string>()).filename().string(),
+                        fs::path(summary["report"]["text"].get<std::string>()).filename().string());
+  c.x_label = "file size (MB)";
+  c.y_label = "KLD vs teacher";
+  c.log_y = true;
+  report::Series front{"gamma (" + summary["chosen"]["name"].get<std::string>() + ") at each size", {}, {}, {}, {}};
+  std::vector<std::pair<double, double>> pts;
+  for (const auto& r : summary["front"]) pts.push_back({r["file_bytes"].get<double>() / 1e6, r["kld_mean"].get<double>()});
+  std::sort(pts.begin(), pts.end());
+  for (auto [x, y] : pts) front.x.push_back(x), front.y.push_back(y);
+  if (!front.x.empty()) c.series.push_back(front);
+  report::Series chosen{"gamma's file", {}, {}, {}, {}};
+  const auto& g = summary["rows"][0];
+  chosen.x.push_back(g["file_bytes"].get<double>() / 1e6);
+  chosen.y.push_back(g["kld_mean"].get<double>());
+  chosen.point_labels.push_back("gamma");
+  c.series.push_back(chosen);
+  report::Series mixes{"llama.cpp mixes", {}, {}, {}, {}};
+  for (const auto& m : summary["mixes"]) {
+    mixes.x.push_back(m["file_bytes"].get<double>() / 1e6);
+    mixes.y.push_back(m["kld_mean"].get<double>());
+    mixes.point_labels.push_back(m["label"].get<std::string>().substr(10));  // "llama.cpp "
+  }
+  if (!mixes.x.empty()) {
+    mixes.markers_only = true;
+    c.series.push_back(mixes);
+  }
+  c.x_lines.push_back({summary["budget_bytes"].get<double>() / 1e6, "budget"});
+  GAMMA_ASSIGN_OR_RETURN(report::Image img, report::draw_line_chart(c));
+  return img.write_png(path);
+}
+
+// ---- dry run ---------------------------------------------------------------------------------
+
+Status dry_run(Env& e, const Manifest& preview, const Range& range) {
+  const auto& o = e.o;
+  double total = 0;
+  uint64_t disk = 0;
+  auto line = [&](const std::string& what, bool cached, double s, uint64_t bytes) {
+    std::printf("  %-44s %10s %12s\n", what.c_str(), cached ? "cached" : hms(s).c_str(),
+                bytes ? format_size(bytes).substr(0, format_size(bytes).find(' ') + 4).c_str() : "");
+    if (!cached) total += s, disk += bytes;
+  };
+  std::printf("gamma run --dry-run: %s (%.0fM weights, %.0fM in linear modules, %d layers), %d threads\n",
+              fs::path(e.model).filename().c_str(), e.ms.params / 1e6, e.ms.linear_params / 1e6, e.ms.n_layer, e.ms.threads);
+  std::printf("files gamma can make from the pool (%s): %s to %s\n",
+              e.o.types.empty() ? "auto types" : "given types", format_size(range.min).c_str(), format_size(range.max).c_str());
+  if (!o.size.empty()) std::printf("target: --size %s\n", o.size.c_str());
+  else if (o.max_kld > 0) std::printf("target: --max-kld %g (bisection: about 8 probes, each every variant)\n", o.max_kld);
+  else std::printf("target: --bpw %g of the linear modules (file size from the static plan)\n", o.bpw);
+  std::printf("\n  %-44s %10s %12s\n", "step", "time", "disk");
+  line("dequantize -> teacher (F32)", exists(e.teacher), run::dequantize_seconds(e.ms), uint64_t(4 * e.ms.params));
+  if (o.imatrix == "auto")
+    line(fmt::format("llama-imatrix ({} x {} tokens)", o.imatrix_chunks, o.eval_ctx), exists(e.imatrix),
+         run::teacher_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx) / 2, 4 << 20);
+  const bool pool_done = exists(e.pool + "/manifest.json");
+  for (const auto& t : preview.types) {
+    uint64_t bytes = 0;
+    for (const auto& m : preview.modules)
+      if (auto* c = m.find(t)) bytes += c->file_bytes;
+    line("pool " + t, pool_done || exists(e.pool + "/cand-" + t + ".gguf"), run::pool_type_seconds(e.ms, t), bytes);
+  }
+  for (const auto& s : o.scorers) {
+    if (s == "hawq") line("hawq (HAWQ-V2 traces)", exists(e.W + "/scores-hawq.json"),
+                          run::hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens), 0);
+    if (s == "gamma" && o.scores.empty())
+      line(fmt::format("learn ({} steps)", o.steps), false, run::learn_seconds(e.ms, o.steps, o.layers_per_step, 1024), 0);
+  }
+  const int variants = int(o.scorers.size()) * 2 * (o.max_kld > 0 ? 8 : 1);
+  const double vtok = double(e.valid_chunks) * o.eval_ctx, rtok = double(o.eval_chunks) * o.eval_ctx;
+  const uint64_t file = range.max / 2 + range.min / 2;
+  line(fmt::format("{} variants: solve + emit + validation eval", variants), false,
+       variants * (run::emit_seconds(e.ms) + run::eval_seconds(e.ms, vtok, true)) + run::teacher_seconds(e.ms, vtok), file);
+  const int mixes = o.compare == "none" ? 0 : o.compare == "auto" ? o.max_mixes + 1 : 1;
+  line(fmt::format("up to {} llama.cpp mixes: quantize + 2 evals", mixes), false,
+       mixes * (run::mix_seconds(e.ms, "IQ3_M") + run::eval_seconds(e.ms, vtok + rtok, true)), mixes * file);
+  line(fmt::format("gamma at {} sizes on the report text", o.front ? mixes + 1 : 1), false,
+       (o.front ? mixes + 1 : 1) * (run::emit_seconds(e.ms) + run::eval_seconds(e.ms, rtok, true)) +
+           run::teacher_seconds(e.ms, rtok), file);
+  std::printf("\n  %-44s %10s %12s\n", "total (estimate, 2-core reference speeds)", hms(total).c_str(),
+              format_size(disk).substr(0, format_size(disk).find(' ') + 4).c_str());
+  return Status::ok();
+}
+
+}  // namespace
+
+Status run_pipeline(const RunOptions& o) {
+  if (o.compare != "auto" && o.compare != "none" && !run::is_standard_mix(o.compare))
+    return Status::errorf("--compare {}: not a llama.cpp standard mix (IQ1_S, ..., IQ4_NL, Q2_K, ..., Q8_0)", o.compare);
+  for (const auto& s : o.scorers)
+    if (s != "static" && s != "hawq" && s != "gamma")
+      return Status::errorf("--scorers: unknown scorer {} (static, hawq or gamma)", s);
+  if (o.scorers.empty()) return Status::error("--scorers: give at least one of static, hawq, gamma");
+  uint64_t size_target = 0;
+  if (!o.size.empty()) {
+    auto s = solve::parse_size(o.size);
+    if (!s.is_ok()) return s.status().with_context("--size");
+    size_target = *s;
+  }
+  Env e(o);
+  e.G = o.gamma_exe;
+  e.data = o.data_dir.empty() ? shared_data_dir() : o.data_dir;
+  e.T = std::to_string(resolve_threads(o.threads));
+  e.W = o.work;
+  e.quiet = o.quiet || !::isatty(2);
+  e.valid_chunks = o.valid_chunks > 0 ? o.valid_chunks : o.eval_chunks;
+  e.report_text = o.eval_text.empty() ? e.data + "/text/wiki.test.raw" : o.eval_text;
+  e.valid_text = o.valid_text.empty() ? e.data + "/text/wiki.valid.tokens" : o.valid_text;
+  e.calib = o.calib.empty() ? e.data + "/text/war-and-peace.txt" : o.calib;
+  for (const auto& f : {e.report_text, e.valid_text, e.calib})
+    if (::access(f.c_str(), R_OK) != 0) return Status::errorf("cannot read {}: {}", f, std::strerror(errno));
+  if (!o.dry_run) {
+    std::error_code ec;
+    fs::create_directories(e.W, ec);
+    if (ec) return Status::errorf("cannot create work directory {}: {}", e.W, ec.message());
+    if (::access(e.W.c_str(), W_OK) != 0) return Status::errorf("cannot write to work directory {}", e.W);
+  }
+
+  // 1. The model, and what a pool of it would hold (sizes only: checks the target at once).
+  e.model = o.model;
+  if (!exists(e.model) || fs::is_directory(e.model)) {
+    std::printf("== fetch %s\n", o.model.c_str());
+    GAMMA_ASSIGN_OR_RETURN(e.model, fetch_model(o.model));
+  }
+  GAMMA_ASSIGN_OR_RETURN(e.ms, model_size(e.model, std::stoi(e.T)));
+  e.teacher = e.W + "/teacher-f32.gguf";
+  e.pool = e.W + "/pool";
+  if (o.imatrix == "auto") e.imatrix = e.W + "/imatrix.gguf";
+  else if (o.imatrix != "none") e.imatrix = o.imatrix;
+  if (!e.imatrix.empty() && o.imatrix != "auto" && ::access(e.imatrix.c_str(), R_OK) != 0)
+    return Status::errorf("cannot read {}: {}", e.imatrix, std::strerror(errno));
+  PoolOptions po;
+  po.model_path = e.model;
+  po.types = o.types.empty() ? std::vector<std::string>{"auto"} : o.types;
+  po.imatrix_path = e.imatrix;
+  po.preview = true;
+  GAMMA_ASSIGN_OR_RETURN(Manifest preview, build_pool(po));
+  GAMMA_ASSIGN_OR_RETURN(Range range, feasible_range(preview));
+  if (size_target && size_target < range.min)
+    return Status::errorf("--size {} is below the smallest file this pool can make: the feasible range is {} to {}",
+                          o.size, format_size(range.min), format_size(range.max));
+  if (o.dry_run) return dry_run(e, preview, range);
+
+  // 2. The teacher: the model dequantized to F32 (for a quantized source, the best reference
+  //    there is; reported as such).
+  if (!exists(e.teacher))
+    GAMMA_RETURN_IF_ERROR(e.stage("dequantize -> " + e.teacher, run::dequantize_seconds(e.ms), [&] {
+      return run_step("dequantize", {e.G, "dequantize", e.model, "--type", "f32", "-o", e.teacher});
+    }));
+  // 3. Importance matrix, shared by gamma's pool and llama-quantize's mixes.
+  if (o.imatrix == "auto" && !exists(e.imatrix))
+    GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("llama-imatrix ({} chunks of {} tokens of {}) -> {}", o.imatrix_chunks,
+                                              o.eval_ctx, fs::path(e.calib).filename().string(), e.imatrix),
+                                  run::teacher_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx) / 2, [&]() -> Status {
+      const std::string tmp = e.W + "/imatrix.partial.gguf";
+      GAMMA_RETURN_IF_ERROR(run_tool("imatrix",
+          {o.llama_bin + "/llama-imatrix", "-m", e.model, "-f", e.calib, "-c", std::to_string(o.eval_ctx), "--chunks",
+           std::to_string(o.imatrix_chunks), "-t", e.T, "-o", tmp}, e.W + "/imatrix.log"));
+      if (std::rename(tmp.c_str(), e.imatrix.c_str()) != 0) return Status::errorf("cannot write {}", e.imatrix);
+      return Status::ok();
+    }));
+  // 4. Pool (resumes by itself).
+  if (!exists(e.pool + "/manifest.json")) {
+    double eta = 0;
+    for (const auto& t : preview.types) eta += run::pool_type_seconds(e.ms, t);
+    std::string types_csv;
+    for (const auto& t : po.types) types_csv += (types_csv.empty() ? "" : ",") + t;
+    std::vector<std::string> cmd = {e.G, "pool", e.model, "--types", types_csv, "-o", e.pool, "-t", e.T};
+    if (!e.imatrix.empty()) cmd.insert(cmd.end(), {"--imatrix", e.imatrix});
+    for (const auto& x : e.q()) cmd.push_back(x);
+    GAMMA_RETURN_IF_ERROR(e.stage("pool " + types_csv + " -> " + e.pool, eta, [&] { return run_step("pool", cmd); }));
+  }
+  GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(e.pool));
+  GAMMA_ASSIGN_OR_RETURN(range, feasible_range(man));
+
+  // 5. The budget as a file size. --bpw: the static plan's file at that linear bpw.
+  uint64_t budget = size_target;
+  double learn_bpw = o.bpw;
+  GAMMA_ASSIGN_OR_RETURN(solve::Scores st, solve::Scores::from_manifest(man));
+  GAMMA_ASSIGN_OR_RETURN(auto stat, solve::Allocator::create(man, st, {}));
+  if (o.max_kld <= 0 && budget == 0) {
+    solve::Budget b;
+    b.bpw = o.bpw;
+    GAMMA_ASSIGN_OR_RETURN(auto a, stat.solve(b));
+    budget = a.size.file_bytes;
+  }
+  if (learn_bpw <= 0) {  // GAMMA learns at the linear bpw of the static plan at the budget
+    solve::Budget b;
+    b.kind = solve::Budget::Kind::kFileBytes;
+    b.file_bytes = budget ? budget : range.min / 2 + range.max / 2;
+    GAMMA_ASSIGN_OR_RETURN(auto a, stat.solve(b));
+    learn_bpw = a.size.linear_bpw;
+  }
+  GAMMA_ASSIGN_OR_RETURN(std::vector<Scorer> scorers, prepare_scorers(e, learn_bpw));
+
+  // 6. gamma's file: the best variant at the budget on validation text.
+  json probes = json::array();
+  if (o.max_kld > 0) {
+    GAMMA_ASSIGN_OR_RETURN(budget, search_max_kld(e, man, scorers, range, probes));
+  }
+  GAMMA_ASSIGN_OR_RETURN(auto vs, variants_at(e, man, scorers, std::min(budget, range.max)));
+  const Variant best = best_of(vs);
+  const std::string out = e.W + "/gamma-" + std::to_string(budget) + ".gguf";
+  GAMMA_RETURN_IF_ERROR(emit_variant(e, best, out));
+  std::printf("== chosen on validation: %s (KLD %.6f +/- %.6f, %s)\n", best.name.c_str(), best.kld, best.kld_err,
+              format_size(best.bytes).c_str());
+
+  // 7. llama.cpp's mixes near the budget (or the one asked for), on the same chunks.
+  std::vector<MixRow> mixes;
+  if (o.compare != "none") {
+    GAMMA_ASSIGN_OR_RETURN(auto predicted, predict_mixes(e));
+    std::vector<std::string> names;
     if (o.compare == "auto") {
-      const bool have_im = !imatrix.empty();
-      for (int tries = 0, i = nearest_mix(mine.bpw, have_im); i >= 0 && tries < 6;
-           ++tries, i = next_mix_to_try(mine.bpw, made, have_im))
-        GAMMA_RETURN_IF_ERROR(make(i));
-      // The nearest mix no larger and the nearest no smaller than gamma's file (one row when
-      // only one side exists within the tries).
-      int lo = -1, hi = -1;
-      for (int i = 0; i < int(made.size()); ++i) {
-        if (made[i] < 0) continue;
-        if (made[i] <= mine.bpw && (lo < 0 || made[i] > made[lo])) lo = i;
-        if (made[i] >= mine.bpw && (hi < 0 || made[i] < made[hi])) hi = i;
-      }
-      for (int i : {lo, hi})
-        if (i >= 0 && !(i == hi && hi == lo)) {
-          const std::string p = W + "/llama-" + mixes[i].name + ".gguf";
-          GAMMA_ASSIGN_OR_RETURN(FileStats st, file_stats(p));
-          rows.push_back({std::string("llama.cpp ") + mixes[i].name, p, st});
-        }
+      names = run::mixes_for_budget(predicted, budget, 0.85, o.max_mixes);
+    } else if (!predicted.count(o.compare)) {
+      return Status::errorf("--compare {}: llama-quantize makes it only with an imatrix (not with --imatrix none)", o.compare);
     } else {
-      GAMMA_RETURN_IF_ERROR(make(compare_idx));
-      const int idx = compare_idx;
-      const std::string p = W + "/llama-" + mixes[idx].name + ".gguf";
-      GAMMA_ASSIGN_OR_RETURN(FileStats st, file_stats(p));
-      rows.push_back({std::string("llama.cpp ") + mixes[idx].name, p, st});
+      names = {o.compare};
+    }
+    for (const auto& n : names) {
+      GAMMA_ASSIGN_OR_RETURN(MixRow r, make_mix(e, n, predicted.at(n)));
+      r.fits = r.bytes <= budget;
+      mixes.push_back(std::move(r));
     }
   }
 
-  // 9. Both against the teacher on the same chunks; the teacher's log-probs computed once.
-  const std::string base = W + fmt::format("/teacher-logits-c{}-n{}.kld", o.eval_ctx, o.eval_chunks);
-  json summary = json_header("gamma.run", 1);
-  summary["model"] = model;
-  summary["teacher"] = teacher;
-  summary["bpw_target"] = o.bpw;
-  summary["imatrix"] = imatrix;
-  summary["eval"] = {{"text", eval_text}, {"ctx", o.eval_ctx}, {"chunks", o.eval_chunks}};
-  summary["rows"] = json::array();
-  for (auto& r : rows) {
-    const std::string ej = r.path.substr(0, r.path.size() - 5) + fmt::format(".eval-c{}-n{}.json", o.eval_ctx, o.eval_chunks);
-    // An evaluation is reused only for the very file it measured (a re-solved plan may differ).
-    GAMMA_ASSIGN_OR_RETURN(std::string sha, sha256_file_cached(r.path));
-    bool fresh = false;
-    if (auto prev = read_json(ej, "gamma.eval", 1); prev.is_ok())
-      fresh = prev.value()["model"].value("sha256", "") == sha && prev.value().contains("kld");
-    if (!fresh) {
-      say("eval " + fs::path(r.path).filename().string() + " vs teacher");
-      GAMMA_RETURN_IF_ERROR(run_step("eval",
-          {G, "eval", r.path, "--teacher", teacher, "--kld-base", base, "--text", eval_text, "--ctx",
-           std::to_string(o.eval_ctx), "--chunks", std::to_string(o.eval_chunks), "-t", T, "-q", "-o", ej}));
+  // 8. The report text: gamma's file, each mix, and gamma's chosen variant at each mix's size.
+  json summary = json_header("gamma.run", 2);
+  summary["model"] = e.model;
+  summary["teacher"] = e.teacher;
+  summary["imatrix"] = e.imatrix;
+  summary["target"] = {{"size", o.size}, {"bpw", o.bpw}, {"max_kld", o.max_kld}};
+  summary["budget_bytes"] = budget;
+  summary["feasible_bytes"] = {range.min, range.max};
+  summary["validation"] = {{"text", e.valid_text}, {"ctx", o.eval_ctx}, {"chunks", e.valid_chunks}};
+  summary["report"] = {{"text", e.report_text}, {"ctx", o.eval_ctx}, {"chunks", o.eval_chunks}};
+  summary["scorers"] = json::array();
+  for (const auto& s : scorers) summary["scorers"].push_back({{"name", s.name}, {"solve_args", s.args}});
+  summary["tried"] = json::array();
+  for (const auto& v : vs) summary["tried"].push_back(variant_json(v));
+  summary["chosen"] = variant_json(best);
+  summary["max_kld_probes"] = probes;
+  GAMMA_ASSIGN_OR_RETURN(json mine, eval_file(e, out, out.substr(0, out.size() - 5) + ".report.json", false));
+  summary["rows"] = json::array({report_row("gamma (" + best.name + ")", out, mine, best.kld)});
+  summary["mixes"] = json::array();
+  summary["front"] = json::array({summary["rows"][0]});
+  for (const auto& m : mixes) {
+    json row = report_row("llama.cpp " + m.name, m.path, m.report, m.valid_kld);
+    row["predicted_bytes"] = m.predicted;
+    row["fits_budget"] = m.fits;
+    summary["mixes"].push_back(row);
+    summary["rows"].push_back(row);
+    if (!o.front || m.bytes < range.min || m.bytes == best.bytes) continue;
+    // gamma's chosen scorer and head rule at the mix's size: the front in the picture.
+    const std::string dir = e.W + "/at-" + std::to_string(m.bytes);
+    const std::string plan = dir + "/front-" + best.name + ".json", gguf = dir + "/front-" + best.name + ".gguf";
+    const std::string ej = dir + "/front-" + best.name + ".report.json";
+    if (!exists(ej)) {
+      std::error_code ec;
+      fs::create_directories(dir, ec);
+      const Scorer& s = *std::find_if(scorers.begin(), scorers.end(), [&](const Scorer& x) { return x.name == best.scorer; });
+      GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("solve + emit {} at {}'s size", best.name, m.name), run::emit_seconds(e.ms),
+                                    [&]() -> Status {
+        std::vector<std::string> cmd = {e.G, "solve", "--pool", e.pool, "--size", std::to_string(m.bytes), "-o", plan};
+        cmd.insert(cmd.end(), s.args.begin(), s.args.end());
+        if (!best.head_type.empty()) {
+          // the same rule: one step cheaper than the default head at that size
+          solve::Budget b;
+          b.kind = solve::Budget::Kind::kFileBytes;
+          b.file_bytes = m.bytes;
+          GAMMA_ASSIGN_OR_RETURN(auto a, stat.solve(b));
+          const std::string head = output_head(man), c = cheaper_head_type(man, head, a.plan.fixed.at(head));
+          if (!c.empty()) cmd.insert(cmd.end(), {"--fixed", head + "=" + c});
+        }
+        GAMMA_RETURN_IF_ERROR(run_step("solve", cmd));
+        return run_step("emit", {e.G, "emit", e.pool, plan, "-o", gguf});
+      }));
+      auto ev = eval_file(e, gguf, ej, false);
+      std::error_code ec2;
+      fs::remove(gguf, ec2);
+      if (!ev.is_ok()) return ev.status();
     }
-    GAMMA_ASSIGN_OR_RETURN(json e, read_json(ej, "gamma.eval", 1));
-    summary["rows"].push_back({{"label", r.label}, {"path", r.path}, {"file_bytes", r.st.bytes}, {"bpw_file", r.st.bpw},
-                               {"kld_mean", e["kld"]["mean"]}, {"kld_stderr", e["kld"]["stderr"]},
-                               {"top1", e["kld"]["top1"]}, {"ppl", e["perplexity"]["ppl"]},
-                               {"ppl_stderr", e["perplexity"]["ppl_stderr"]}, {"eval", ej}});
+    GAMMA_ASSIGN_OR_RETURN(json fj, read_json(ej, "gamma.eval", 1));
+    json frow = report_row("gamma at " + m.name + "'s size", plan, fj, NAN);
+    summary["front"].push_back(frow);
+    summary["rows"].push_back(frow);
   }
-  GAMMA_RETURN_IF_ERROR(write_json(W + "/run.json", summary));
 
-  std::printf("\n%s vs its F32 dequantization (teacher), %s, %d chunks of %d:\n",
-              fs::path(model).filename().c_str(), fs::path(eval_text).filename().c_str(), o.eval_chunks, o.eval_ctx);
-  std::printf("  %-22s %14s %9s %20s %8s %9s\n", "model", "file bytes", "bpw", "KLD vs teacher", "top-1", "PPL");
-  for (const auto& r : summary["rows"])
-    std::printf("  %-22s %14llu %9.4f %11.6f ± %.6f %7.2f%% %9.4f\n", r["label"].get<std::string>().c_str(),
-                (unsigned long long)r["file_bytes"].get<uint64_t>(), r["bpw_file"].get<double>(),
-                r["kld_mean"].get<double>(), r["kld_stderr"].get<double>(), 100 * r["top1"].get<double>(),
-                r["ppl"].get<double>());
-  std::printf("summary: %s\n", (W + "/run.json").c_str());
+  // 9. The verdict: gamma's file unless a mix that fits the budget (for --max-kld: one that
+  //    meets the KLD in fewer bytes) is better on validation.
+  const MixRow* winner = nullptr;
+  for (const auto& m : mixes) {
+    const bool beats = o.max_kld > 0 ? (m.valid_kld <= o.max_kld && m.bytes < best.bytes)
+                                     : (m.fits && m.valid_kld < best.kld);
+    if (beats && (!winner || (o.max_kld > 0 ? m.bytes < winner->bytes : m.valid_kld < winner->valid_kld))) winner = &m;
+  }
+  json verdict = {{"winner", winner ? "llama.cpp" : "gamma"}, {"file", winner ? winner->path : out}};
+  if (winner) {
+    std::string cmd;
+    for (const auto& a : quantize_cmd(e, winner->name, "OUT.gguf")) cmd += (cmd.empty() ? "" : " ") + a;
+    verdict["mix"] = winner->name;
+    verdict["llama_quantize"] = cmd;
+  }
+  summary["verdict"] = verdict;
+  summary["stages"] = e.stages;
+  summary["seconds"] = e.elapsed();
+  uint64_t disk = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(e.W, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    if (it->is_regular_file(ec)) disk += it->file_size(ec);
+  summary["work_dir_bytes"] = disk;
+  GAMMA_RETURN_IF_ERROR(write_json(e.W + "/run.json", summary));
+  if (auto st2 = draw_run_png(e.W + "/run.png", summary); !st2.is_ok())
+    std::fprintf(stderr, "gamma: warning: run.png: %s\n", st2.message().c_str());
+
+  std::printf("\n%s vs its F32 dequantization (teacher); budget %s; chosen on %s (%d chunks), reported on %s (%d chunks of %d):\n",
+              fs::path(e.model).filename().c_str(), format_size(budget).c_str(), fs::path(e.valid_text).filename().c_str(),
+              e.valid_chunks, fs::path(e.report_text).filename().c_str(), o.eval_chunks, o.eval_ctx);
+  std::printf("  %-34s %13s %9s %12s %20s %8s %9s\n", "model", "file bytes", "bpw", "valid KLD", "KLD vs teacher", "top-1", "PPL");
+  for (const auto& r : summary["rows"]) {
+    const double bpw = 8.0 * r["file_bytes"].get<double>() / e.ms.params;
+    const double vk = r["valid_kld"].is_number() ? r["valid_kld"].get<double>() : NAN;
+    std::printf("  %-34s %13llu %9.4f %12s %11.6f ± %.6f %7.2f%% %9.4f\n", r["label"].get<std::string>().c_str(),
+                (unsigned long long)r["file_bytes"].get<uint64_t>(), bpw,
+                std::isnan(vk) ? "" : fmt::format("{:.6f}", vk).c_str(), r["kld_mean"].get<double>(),
+                r["kld_stderr"].get<double>(), 100 * r["top1"].get<double>(), r["ppl"].get<double>());
+  }
+  if (winner)
+    std::printf("\nverdict: llama.cpp's %s fits the budget and beats gamma's file on validation (KLD %.6f vs %.6f).\n"
+                "Use it: %s\n", winner->name.c_str(), winner->valid_kld, best.kld, verdict["llama_quantize"].get<std::string>().c_str());
+  else
+    std::printf("\nverdict: gamma's file %s (no llama.cpp mix %s beats it on validation)\n", out.c_str(),
+                o.max_kld > 0 ? "meets the KLD in fewer bytes and" : "that fits the budget");
+  std::printf("summary: %s, picture: %s (total %s)\n", (e.W + "/run.json").c_str(), (e.W + "/run.png").c_str(),
+              hms(e.elapsed()).c_str());
   return Status::ok();
 }
 

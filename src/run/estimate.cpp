@@ -1,0 +1,59 @@
+#include "run/estimate.h"
+
+#include <algorithm>
+#include <map>
+
+namespace gm::run {
+namespace {
+
+// Reference figures, 2 threads on the 2-core AMD EPYC the project is measured on.
+constexpr double kQwenParams = 1.544e9;
+constexpr double kTeacherTokS = 44;     // Qwen2.5-1.5B F32 forward, tokens/s
+constexpr double kQuantTokS = 90;       // Qwen2.5-1.5B quantized (~4 bpw), llama-perplexity tokens/s
+constexpr double kLayerStepS = 1.1;     // one Qwen Stage I layer step on 512 tokens
+
+double scale(const ModelSize& m) { return m.params / kQwenParams * 2.0 / std::max(1, m.threads); }
+
+}  // namespace
+
+double teacher_seconds(const ModelSize& m, double tokens) { return tokens / kTeacherTokS * scale(m); }
+
+double eval_seconds(const ModelSize& m, double tokens, bool teacher_cached) {
+  return tokens / kQuantTokS * scale(m) + (teacher_cached ? 0 : teacher_seconds(m, tokens));
+}
+
+double dequantize_seconds(const ModelSize& m) { return 10 * m.params / 1e9; }
+
+double pool_type_seconds(const ModelSize& m, const std::string& type) {
+  // Seconds per 1e9 linear weights at 2 threads, from the Qwen pool's part sidecars
+  // (results/iq_qwen/types.md); the imatrix-searched IQ grids are the slow ones.
+  static const std::map<std::string, double> kSecPerG = {
+      {"IQ2_XXS", 479}, {"IQ2_XS", 995}, {"IQ2_S", 368}, {"Q2_K", 269}, {"IQ3_XXS", 239}, {"IQ3_S", 176},
+      {"Q3_K", 34},     {"IQ4_XS", 126}, {"IQ4_NL", 110}, {"Q4_0", 18}, {"Q4_K", 15},     {"Q4_1", 60},
+      {"Q5_0", 19},     {"Q5_K", 62},    {"Q5_1", 60},    {"Q6_K", 19}, {"Q8_0", 9}};
+  auto it = kSecPerG.find(type);
+  const double per_g = it != kSecPerG.end() ? it->second : 100;
+  return per_g * m.linear_params / 1e9 * 2.0 / std::max(1, m.threads);
+}
+
+double hawq_seconds(const ModelSize& m, int samples, double calib_tokens) {
+  // 188 s on SmolLM2-135M, 922 s on Qwen-1.5B (4 samples, 4096 tokens): a fixed part + per weight.
+  const double base = 118 + 521 * m.params / 1e9;
+  return base * (samples / 4.0) * (calib_tokens / 4096.0) * 2.0 / std::max(1, m.threads);
+}
+
+double learn_seconds(const ModelSize& m, int steps, int layers_per_step, int batch_tokens) {
+  const int layers = layers_per_step > 0 ? std::min(layers_per_step, m.n_layer) : m.n_layer;
+  const double per_layer = kLayerStepS * (m.linear_params / std::max(1, m.n_layer)) / (kQwenParams * 0.85 / 28);
+  return steps * layers * per_layer * batch_tokens / 512.0 * 2.0 / std::max(1, m.threads);
+}
+
+double mix_seconds(const ModelSize& m, const std::string& mix) {
+  // IQ3 mix on Qwen ~270 s; K and legacy mixes are a few times faster.
+  const bool iq = mix.rfind("IQ", 0) == 0;
+  return (iq ? 270.0 : 90.0) * m.params / kQwenParams * 2.0 / std::max(1, m.threads);
+}
+
+double emit_seconds(const ModelSize& m) { return 5 + 10 * m.params / 1e9; }
+
+}  // namespace gm::run

@@ -1,0 +1,32 @@
+// What `gamma run`'s steps will cost before they run: seconds and disk, from throughputs
+// measured on the 2-core reference machine (AMD EPYC, AVX-512; README "Measured"), scaled by
+// the model's parameter count and the thread count. Estimates for --dry-run and the ETA on
+// each step's line, not promises: another CPU or a busy machine changes them.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace gm::run {
+
+struct ModelSize {
+  double params = 0;         // every weight of the model
+  double linear_params = 0;  // those of the linear modules (what the pool quantizes)
+  int n_layer = 0;
+  int threads = 2;
+};
+
+// F32 teacher forward (dequantize's output; llama-imatrix, HAWQ, Stage I's activations).
+double teacher_seconds(const ModelSize& m, double tokens);
+// One quantized file scored against the teacher: its own forward over `tokens`, plus the
+// teacher's forward the first time (when the base file is not cached yet).
+double eval_seconds(const ModelSize& m, double tokens, bool teacher_cached);
+double dequantize_seconds(const ModelSize& m);
+// One candidate type of the pool over every linear module.
+double pool_type_seconds(const ModelSize& m, const std::string& type);
+double hawq_seconds(const ModelSize& m, int samples, double calib_tokens);
+double learn_seconds(const ModelSize& m, int steps, int layers_per_step, int batch_tokens);
+// llama-quantize of one standard mix from the F32 teacher.
+double mix_seconds(const ModelSize& m, const std::string& mix);
+double emit_seconds(const ModelSize& m);
+
+}  // namespace gm::run
