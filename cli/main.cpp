@@ -7,6 +7,7 @@
 
 #include "cli/command.h"
 #include "gguf_model/model.h"
+#include "util/main_guard.h"
 
 namespace gm::cli {
 namespace {
@@ -34,19 +35,15 @@ int main(int argc, char** argv) {
   std::stable_sort(reg.begin(), reg.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [order, add] : reg) add(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // --help and --version print and exit 0; a usage error is one line, like every other error.
-    if (e.get_exit_code() == 0) return app.exit(e);
-    std::fprintf(stderr, "gamma: error: %s\n", e.what());
-    return e.get_exit_code();
-  } catch (const Failure& e) {
-    std::fprintf(stderr, "gamma: error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "gamma: error: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  return gm::guarded_main([&] {
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      // --help and --version print and exit 0; a usage error is one line, like every other error.
+      if (e.get_exit_code() == 0) return app.exit(e);
+      std::fprintf(stderr, "gamma: error: %s\n", e.what());
+      return e.get_exit_code();
+    }
+    return 0;
+  });
 }

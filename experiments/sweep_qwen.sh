@@ -129,7 +129,8 @@ if has ablations && [ -f $R/evals/llama-Q3_K_M.json ]; then
   fi
   if ablation null; then  # control: Stage I's starting point (no step), size-log: what the weighting alone does
     NULL=$root/results/gamma_null_3.0bpw.json
-    [ -f $NULL ] || python3 $root/experiments/null_scores.py $TAU1 $POOL/manifest.json -o $NULL
+    [ -f $NULL ] || $G learn $POOL --teacher $TEACHER --bpw 3.0 --steps 0 --tau 1 --calib-tokens 4096 --seq-len 256 \
+      -t $T -q -o $NULL  # gamma learn's starting scores, no step taken
     plan_eval gammanull-size-Q3_K_M $G solve --scores $NULL --transform size-log --pool $POOL --size $sz $FILL
   fi
   if ablation dnas; then

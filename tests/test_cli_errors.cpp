@@ -116,3 +116,16 @@ TEST_F(Fixture, UnwritableOrFullOutput) {
   EXPECT_NE(r.output.find("gamma: error: cannot write"), std::string::npos) << r.output;
   EXPECT_EQ(files_in(d / "out"), 0u);
 }
+
+// The error contract holds for LibTorch too: an exception escaping gamma-learn (c10::Error,
+// whose text carries a multi-line backtrace) is one line and exit 1; so is a usage error.
+TEST_F(Fixture, LibTorchExceptionInGammaLearnIsOneLine) {
+  const std::string args = "learn " + (d / "pool") + " --teacher " + stories260k() + " -o " + (d / "out/s.json") + " --steps 1";
+  ::setenv("GAMMA_FAULT", "torch", 1);
+  const std::string out = fails(args);
+  ::unsetenv("GAMMA_FAULT");
+  EXPECT_NE(out.find("shape '[3]' is invalid for input of size 2"), std::string::npos) << out;
+  EXPECT_EQ(files_in(d / "out"), 0u);
+  fails("learn " + (d / "pool") + " --teacher " + stories260k() + " -o " + (d / "out/s.json") + " --steps banana");
+  fails("hawq " + (d / "pool") + " --teacher " + stories260k());  // -o missing
+}

@@ -96,6 +96,31 @@ TEST(Learn, ReachesTheBudgetAndWritesScores) {
   EXPECT_GT(hi - lo, 0.02);
 }
 
+// --steps 0 writes Stage I's starting point (the control of the Qwen sweep): every module the
+// same tilted distribution p_b ~ exp(-beta (bpw_b - bpw_0)) whose expected bpw is the target.
+TEST(Learn, ZeroStepsWritesTheStartingScores) {
+  TempDir dir;
+  const std::string pool = make_pool(dir, "Q4_0,Q8_0");
+  const std::string out = dir / "null.json";
+  auto r = gm::testing::gamma(learn_args(dir, pool, out) + " --bpw 9.0 --steps 0 --tau 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json s = load(out);
+  auto man = Manifest::load(pool);
+  ASSERT_TRUE(man.is_ok());
+  EXPECT_EQ(s["final"]["steps"].get<int>(), 0);
+  EXPECT_NEAR(s["final"]["bpw_expected"].get<double>(), 9.0, 1e-3);
+  double p4 = -1;
+  for (const auto& e : man->modules) {
+    const auto& p = s["modules"][e.name]["p"];
+    if (e.candidates.size() < 2) continue;  // ffn_down: F16 only
+    const double q = p["Q4_0"].get<double>();
+    EXPECT_NEAR(q + p["Q8_0"].get<double>(), 1.0, 1e-9) << e.name;
+    if (p4 < 0) p4 = q;
+    EXPECT_NEAR(q, p4, 1e-9) << e.name;  // the same distribution everywhere: no evidence yet
+  }
+  EXPECT_GT(p4, 0.0);
+}
+
 TEST(Learn, LayerSamplingAndSigmoidForm) {
   TempDir dir;
   const std::string pool = make_pool(dir, "Q8_0,F16");  // two candidates per module (one for ffn_down)
@@ -366,7 +391,7 @@ TEST(Learn, BadInputsFailWithOneLineAndWriteNothing) {
       {"learn " + pool + " --teacher " + dir / "junk.gguf" + " -o " + out + " --bpw 9", "junk.gguf"},
       {good + " --bpw 3.0", "outside what the pool can reach"},
       {learn_args(dir, pool, out, 100) + " --bpw 9", "calibration sequences"},
-      {good + " --bpw 9 --steps 0", "--steps"},
+      {good + " --bpw 9 --steps -1", "--steps"},
       {good + " --bpw 9 --layers-per-step 9", "exceeds"},
       {good + " --bpw 9 --optimizer rmsprop", "adam or sgd"},
       {good + " --bpw 9 --calib " + gm::testing::shared_data("text/wiki.test.raw"), "evaluation text"},

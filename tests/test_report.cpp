@@ -353,6 +353,15 @@ TEST(Report, LooseFilesInADirectory) {
   EXPECT_TRUE(fs::exists(out + "/types-gamma-3.00.png"));
   EXPECT_TRUE(fs::exists(out + "/pearson_p_choice.png"));
   EXPECT_FALSE(fs::exists(out + "/cosine.png"));  // one plan: nothing to compare
+
+  // JSON that is no gamma file is skipped; a truncated one is flagged, not silently dropped.
+  { std::ofstream(t / "loose/notes.json") << "{\"hello\": 1}"; }
+  ASSERT_EQ(gm::testing::gamma(fmt::format("report {} -o {}", t / "loose", t / "out2")).exit_code, 0);
+  { std::ofstream(t / "loose/Q3_K_M.json") << "{\"schema\": \"gamma.eval\", \"vers"; }
+  r = gm::testing::gamma(fmt::format("report {} -o {}", t / "loose", t / "out3"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("Q3_K_M.json: not valid JSON"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(t / "out3/table.md"));
 }
 
 TEST(Report, BadInputFailsWithOneLineAndWritesNothing) {

@@ -146,7 +146,9 @@ int hawq_main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::fprintf(stderr, "gamma: error: %s\n", e.what());
+    return e.get_exit_code();
   }
   auto r = hawq_scores(o);
   if (!r.is_ok()) {

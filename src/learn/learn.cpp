@@ -125,7 +125,7 @@ Status validate(const LearnOptions& o) {
   if (o.pool_dir.empty()) return Status::error("no pool directory given");
   if (o.teacher_path.empty()) return Status::error("no teacher given (--teacher F32.gguf)");
   if (o.out_path.empty()) return Status::error("no output given (-o SCORES.json)");
-  if (o.steps < 1) return Status::errorf("--steps must be at least 1 (got {})", o.steps);
+  if (o.steps < 0) return Status::errorf("--steps must be >= 0 (got {}; 0 writes the starting scores)", o.steps);
   if (o.batch < 1) return Status::errorf("--batch must be at least 1 (got {})", o.batch);
   if (o.layers_per_step < 0) return Status::errorf("--layers-per-step must be >= 0 (got {})", o.layers_per_step);
   if (!(o.lr > 0) || !std::isfinite(o.lr)) return Status::errorf("--lr must be positive (got {})", o.lr);

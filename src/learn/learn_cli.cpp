@@ -48,7 +48,9 @@ int learn_main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::fprintf(stderr, "gamma: error: %s\n", e.what());
+    return e.get_exit_code();
   }
   auto r = learn(o);
   if (!r.is_ok()) {

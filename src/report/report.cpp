@@ -56,9 +56,9 @@ std::optional<std::string> str_at(const json& j, std::initializer_list<const cha
 Result<std::string> schema_of(const std::string& path) {
   GAMMA_ASSIGN_OR_RETURN(std::string text, read_file(path));
   json j = json::parse(text, nullptr, false);
-  if (j.is_discarded()) return Status::errorf("{}: not valid JSON", path);
+  if (j.is_discarded()) return Status::errorf(Status::Code::kCorrupt, "{}: not valid JSON", path);
   if (!j.is_object() || !j.contains("schema") || !j["schema"].is_string())
-    return Status::errorf("{}: no \"schema\" field (not a gamma file)", path);
+    return Status::errorf(Status::Code::kNotFound, "{}: no \"schema\" field (not a gamma file)", path);
   return j["schema"].get<std::string>();
 }
 
@@ -294,8 +294,10 @@ Result<Inputs> load_inputs(const std::vector<std::string>& paths, const std::str
   auto take_file = [&](const std::string& f, bool explicit_arg) -> Status {
     auto sch = schema_of(f);
     if (!sch.is_ok()) {
-      if (explicit_arg) return sch.status();
-      return Status::ok();  // a directory's unrelated JSON
+      // In a directory, JSON that is not a gamma file is skipped; one that cannot be read or
+      // parsed is flagged (it may be a truncated result).
+      if (explicit_arg || sch.status().code() != Status::Code::kNotFound) return sch.status();
+      return Status::ok();
     }
     if (*sch == kRunsSchema) {
       std::string desc_pool = pool_from_cli ? "" : pool;

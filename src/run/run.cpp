@@ -188,7 +188,13 @@ Result<json> eval_file(Env& e, const std::string& gguf, const std::string& out, 
   const int chunks = validation ? e.valid_chunks : e.o.eval_chunks;
   const std::string text = validation ? e.valid_text : e.report_text;
   const std::string base = e.kld_base(validation ? "valid" : "report", chunks);
-  if (!exists(out)) {
+  if (exists(out)) {  // a cached result; a corrupt one (a torn write by another tool) is redone
+    auto j = read_json(out, "gamma.eval", 1);
+    if (j.is_ok() || j.status().code() != Status::Code::kCorrupt) return j;
+    std::error_code ec;
+    fs::remove(out, ec);
+  }
+  {
     std::vector<std::string> cmd = {e.G, "eval", gguf, "--teacher", e.teacher, "--kld-base", base, "--text", text,
                                     "--ctx", std::to_string(e.o.eval_ctx), "--chunks", std::to_string(chunks), "-t", e.T,
                                     "-q", "-o", out};
@@ -231,7 +237,7 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const std:
       v.name = s.name + (h.empty() ? "" : "-" + head.substr(0, head.find('.')) + "-" + h);
       v.plan = dir + "/plan-" + v.name + ".json";
       const std::string gguf = dir + "/" + v.name + ".gguf", ej = dir + "/" + v.name + ".valid.json";
-      if (!exists(ej)) {
+      if (!read_json(ej, "gamma.eval", 1).is_ok()) {
         GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("solve + emit {} at {}", v.name, format_size(size)), run::emit_seconds(e.ms),
                                       [&]() -> Status {
                                         std::vector<std::string> cmd = {e.G, "solve", "--pool", e.pool, "--size",
@@ -632,7 +638,7 @@ Status run_pipeline(const RunOptions& o) {
     const std::string dir = e.W + "/at-" + std::to_string(m.bytes);
     const std::string plan = dir + "/front-" + best.name + ".json", gguf = dir + "/front-" + best.name + ".gguf";
     const std::string ej = dir + "/front-" + best.name + ".report.json";
-    if (!exists(ej)) {
+    if (!read_json(ej, "gamma.eval", 1).is_ok()) {
       std::error_code ec;
       fs::create_directories(dir, ec);
       const Scorer& s = *std::find_if(scorers.begin(), scorers.end(), [&](const Scorer& x) { return x.name == best.scorer; });

@@ -31,8 +31,8 @@ Status check_writable_dir(const std::string& path) {
   fs::path dir = fs::path(path).parent_path();
   if (dir.empty()) dir = ".";
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return Status::errorf("cannot write {}: directory {} does not exist", path, dir.string());
-  if (::access(dir.c_str(), W_OK) != 0) return Status::errorf("cannot write {}: {}", path, std::strerror(errno));
+  if (!fs::is_directory(dir, ec)) return Status::errorf(Status::Code::kIo, "cannot write {}: directory {} does not exist", path, dir.string());
+  if (::access(dir.c_str(), W_OK) != 0) return Status::errorf(Status::Code::kIo, "cannot write {}: {}", path, std::strerror(errno));
   return Status::ok();
 }
 
@@ -43,11 +43,11 @@ Status write_atomic(const std::string& path, const std::function<Status(const st
   if (st.is_ok()) {
     // fsync so a crash after rename cannot leave an empty file under the final name.
     int fd = ::open(tmp.c_str(), O_RDONLY);
-    if (fd < 0 || ::fsync(fd) != 0) st = Status::errorf("cannot write {}: {}", path, std::strerror(errno));
+    if (fd < 0 || ::fsync(fd) != 0) st = Status::errorf(Status::Code::kIo, "cannot write {}: {}", path, std::strerror(errno));
     if (fd >= 0) ::close(fd);
   }
   if (st.is_ok() && std::rename(tmp.c_str(), path.c_str()) != 0)
-    st = Status::errorf("cannot write {}: {}", path, std::strerror(errno));
+    st = Status::errorf(Status::Code::kIo, "cannot write {}: {}", path, std::strerror(errno));
   if (!st.is_ok()) std::remove(tmp.c_str());
   return st;
 }
@@ -55,12 +55,12 @@ Status write_atomic(const std::string& path, const std::function<Status(const st
 Status write_file_atomic(const std::string& path, const std::string& contents) {
   return write_atomic(path, [&](const std::string& tmp) -> Status {
     FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) return Status::errorf("cannot write {}: {}", path, std::strerror(errno));
+    if (!f) return Status::errorf(Status::Code::kIo, "cannot write {}: {}", path, std::strerror(errno));
     size_t n = std::fwrite(contents.data(), 1, contents.size(), f);
     bool ok = n == contents.size() && std::fflush(f) == 0;
     int err = errno;
     ok = (std::fclose(f) == 0) && ok;
-    if (!ok) return Status::errorf("cannot write {}: {}", path, std::strerror(err ? err : EIO));
+    if (!ok) return Status::errorf(Status::Code::kIo, "cannot write {}: {}", path, std::strerror(err ? err : EIO));
     return Status::ok();
   });
 }
@@ -68,21 +68,23 @@ Status write_file_atomic(const std::string& path, const std::string& contents) {
 Status write_file_atomic_nosync(const std::string& path, const std::string& contents) {
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return Status::errorf("cannot write {}: {}", tmp, std::strerror(errno));
+  if (!f) return Status::errorf(Status::Code::kIo, "cannot write {}: {}", tmp, std::strerror(errno));
   const bool ok = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
   if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
-    return Status::errorf("cannot write {}: {}", path, std::strerror(errno));
+    return Status::errorf(Status::Code::kIo, "cannot write {}: {}", path, std::strerror(errno));
   }
   return Status::ok();
 }
 
 Result<std::string> read_file(const std::string& path) {
+  std::error_code dec;
+  if (fs::is_directory(path, dec)) return Status::errorf(Status::Code::kIo, "cannot read {}: it is a directory", path);
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::errorf("cannot read {}: {}", path, std::strerror(errno));
+  if (!in) return Status::errorf(errno == ENOENT ? Status::Code::kNotFound : Status::Code::kIo, "cannot read {}: {}", path, std::strerror(errno));
   std::ostringstream ss;
   ss << in.rdbuf();
-  if (in.bad()) return Status::errorf("cannot read {}", path);
+  if (in.bad()) return Status::errorf(Status::Code::kIo, "cannot read {}", path);
   return ss.str();
 }
 
@@ -102,7 +104,7 @@ std::string sha256_hex(const void* data, size_t n) {
 
 Result<std::string> sha256_file(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return Status::errorf("cannot read {}: {}", path, std::strerror(errno));
+  if (!f) return Status::errorf(errno == ENOENT ? Status::Code::kNotFound : Status::Code::kIo, "cannot read {}: {}", path, std::strerror(errno));
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
   std::vector<unsigned char> buf(1 << 20);
@@ -114,13 +116,13 @@ Result<std::string> sha256_file(const std::string& path) {
   unsigned len = 0;
   EVP_DigestFinal_ex(ctx, md, &len);
   EVP_MD_CTX_free(ctx);
-  if (err) return Status::errorf("cannot read {}", path);
+  if (err) return Status::errorf(Status::Code::kIo, "cannot read {}", path);
   return to_hex(md, len);
 }
 
 Result<std::string> sha256_file_cached(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return Status::errorf("cannot read {}: {}", path, std::strerror(errno));
+  if (::stat(path.c_str(), &st) != 0) return Status::errorf(errno == ENOENT ? Status::Code::kNotFound : Status::Code::kIo, "cannot read {}: {}", path, std::strerror(errno));
   std::error_code ec;
   const std::string abs = fs::absolute(path, ec).lexically_normal().string();
   const std::string key = fmt::format("{}\n{}\n{}\n{}\n{}.{:09d}", abs, (unsigned long long)st.st_dev,
@@ -159,7 +161,7 @@ std::string shared_data_dir() {
 
 Result<uint64_t> file_size(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return Status::errorf("cannot read {}: {}", path, std::strerror(errno));
+  if (::stat(path.c_str(), &st) != 0) return Status::errorf(errno == ENOENT ? Status::Code::kNotFound : Status::Code::kIo, "cannot read {}: {}", path, std::strerror(errno));
   return static_cast<uint64_t>(st.st_size);
 }
 

@@ -2,6 +2,8 @@
 // Errors as values (LevelDB style): library code never prints or exits; the CLI turns a
 // failed Status into one line on stderr and a non-zero exit.
 #pragma once
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <utility>
@@ -12,24 +14,34 @@ namespace gm {
 
 class Status {
  public:
+  // The kind of an error, for callers that branch on it (a missing cache file is rebuilt, a
+  // corrupt one too, an I/O error is not); the message stays the user's one line.
+  enum class Code { kOk = 0, kInvalidArgument, kNotFound, kCorrupt, kIo };
+
   Status() = default;
   static Status ok() { return Status(); }
-  static Status error(std::string msg) { return Status(std::move(msg)); }
+  static Status error(std::string msg, Code code = Code::kInvalidArgument) { return Status(std::move(msg), code); }
   template <typename... Args>
   static Status errorf(fmt::format_string<Args...> f, Args&&... args) {
-    return Status(fmt::format(f, std::forward<Args>(args)...));
+    return Status(fmt::format(f, std::forward<Args>(args)...), Code::kInvalidArgument);
+  }
+  template <typename... Args>
+  static Status errorf(Code code, fmt::format_string<Args...> f, Args&&... args) {
+    return Status(fmt::format(f, std::forward<Args>(args)...), code);
   }
   bool is_ok() const { return !msg_.has_value(); }
   explicit operator bool() const { return is_ok(); }
+  Code code() const { return code_; }
   const std::string& message() const { static const std::string none; return msg_ ? *msg_ : none; }
-  // Prefix context: "reading plan.json: " + message.
+  // Prefix context: "reading plan.json: " + message (the code is kept).
   Status with_context(const std::string& ctx) const {
-    return is_ok() ? *this : Status(ctx + ": " + *msg_);
+    return is_ok() ? *this : Status(ctx + ": " + *msg_, code_);
   }
 
  private:
-  explicit Status(std::string msg) : msg_(std::move(msg)) {}
+  Status(std::string msg, Code code) : msg_(std::move(msg)), code_(code) {}
   std::optional<std::string> msg_;
+  Code code_ = Code::kOk;
 };
 
 // A value or the Status that explains why there is none.
@@ -41,15 +53,24 @@ class Result {
   bool is_ok() const { return value_.has_value(); }
   explicit operator bool() const { return is_ok(); }
   const Status& status() const { return status_; }
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
-  T& operator*() { return *value_; }
-  const T& operator*() const { return *value_; }
+  // Reading the value of an error is a bug in the caller: it aborts with the error's message
+  // (never undefined behaviour).
+  T& value() & { return checked(); }
+  const T& value() const& { return checked(); }
+  T&& value() && { return std::move(checked()); }
+  T* operator->() { return &checked(); }
+  const T* operator->() const { return &checked(); }
+  T& operator*() { return checked(); }
+  const T& operator*() const { return checked(); }
 
  private:
+  T& checked() const {
+    if (!value_) {
+      std::fprintf(stderr, "gamma: fatal: the value of an error was read: %s\n", status_.message().c_str());
+      std::abort();
+    }
+    return const_cast<T&>(*value_);
+  }
   std::optional<T> value_;
   Status status_;
 };
