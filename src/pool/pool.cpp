@@ -86,11 +86,16 @@ Result<Manifest> build_pool(const PoolOptions& opt) {
   // than a pool of F16 fallbacks); "auto" keeps those of its set that can.
   std::set<int64_t> widths;
   for (const auto& lm : model->linear()) widths.insert(model->tensors()[lm.tensor].row_width());
+  const bool automatic = opt.types.size() == 1 && opt.types[0] == "auto";
+  // `auto` gives IQ4_NL only to rows that 256-wide blocks cannot hold: on Qwen's 256-wide
+  // rows IQ4_XS has its error in fewer bytes and Q4_K dominates it (results/iq_qwen/types.md).
+  auto auto_admits = [&](ggml_type t, int64_t w) {
+    return type_admits(t, w) && !(automatic && t == GGML_TYPE_IQ4_NL && w % 256 == 0);
+  };
   auto fits = [&](ggml_type t) {
-    return std::any_of(widths.begin(), widths.end(), [&](int64_t w) { return type_admits(t, w); });
+    return std::any_of(widths.begin(), widths.end(), [&](int64_t w) { return auto_admits(t, w); });
   };
   std::vector<ggml_type> types;
-  const bool automatic = opt.types.size() == 1 && opt.types[0] == "auto";
   for (const auto& t : automatic ? default_candidate_types() : opt.types) {
     GAMMA_ASSIGN_OR_RETURN(ggml_type gt, parse_type(t));
     const bool no_imatrix = type_needs_imatrix(gt) && opt.imatrix_path.empty();
@@ -151,11 +156,8 @@ Result<Manifest> build_pool(const PoolOptions& opt) {
     if (!module_index.count(t.name)) man.fixed.push_back({t.name, t.shape, type_name(t.type)});
 
   // A preview with --imatrix assumes the imatrix (not made yet) covers every module.
-  // `auto` gives IQ4_NL only to rows that 256-wide blocks cannot hold: on Qwen's 256-wide
-  // rows IQ4_XS has its error in fewer bytes and Q4_K dominates it (results/iq_qwen/types.md).
   auto admits = [&](ggml_type type, const std::string& name, const std::vector<int64_t>& shape) {
-    if (!type_admits(type, shape[0])) return false;
-    if (automatic && type == GGML_TYPE_IQ4_NL && shape[0] % 256 == 0) return false;
+    if (!auto_admits(type, shape[0])) return false;
     return !type_needs_imatrix(type) || im.find(name) != nullptr || (opt.preview && !opt.imatrix_path.empty());
   };
   auto add_predicted = [&](ModuleEntry& e, ggml_type type) {

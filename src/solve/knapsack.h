@@ -1,6 +1,6 @@
 // Exact multiple-choice knapsack (Stage II's core): pick one item per class, maximise the
 // summed score, keep the summed weight within a capacity. Knows nothing of GGUFs or plans;
-// solve/problem.h turns a pool + scores into classes and the answer into a plan.
+// solve/allocate.h turns a pool + scores into classes and the answer into a plan.
 //
 // Method (see knapsack.cpp): dominance filtering and per-class upper convex hulls give the
 // LP relaxation by a greedy over hull slopes (upper bound, break slope lambda, a rounded
