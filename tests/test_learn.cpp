@@ -14,6 +14,7 @@
 #include "learn/layer_step.h"
 #include "model/activations.h"
 #include "model/hparams.h"
+#include "model/layer.h"
 #include "pool/manifest.h"
 #include "tests/testing.h"
 #include "util/files.h"
@@ -437,6 +438,62 @@ TEST(Hawq, TracesArePositiveStableAndScoresFollowThePerturbation) {
   }
   auto s = gm::testing::gamma("solve --scores " + dir / "hawq1.json" + " --pool " + pool + " --bpw 9 -o " + dir / "plan.json");
   EXPECT_EQ(s.exit_code, 0) << s.output;
+}
+
+// The exact check: teacher-forced, a layer's output is affine in ffn_down's weights (the FFN
+// input a does not depend on them), so the MSE is quadratic there with Hessian
+// 2/(B T d) I_d (x) A^T A and Tr(H) = 2/(B T) sum_t ||a_t||^2. a is read off the layer itself:
+// with W_down zero the output is the rest c; with W_down a row selector (row i picks input j)
+// output_i - c_i = a_j. HAWQ's Hutchinson estimate must agree (its error shrinks as 1/sqrt(probes)).
+TEST(Hawq, FfnDownTraceMatchesItsClosedForm) {
+  TempDir dir;
+  const std::string pool = make_pool(dir);
+  const std::string out = dir / "hawq.json";
+  const int B = 4, samples = 64;
+  auto r = gm::testing::gamma("hawq " + pool + " --teacher " + gm::testing::stories260k() + " -o " + out +
+                              " --seq-len 64 --calib-tokens 512 --batch " + std::to_string(B) + " --samples " +
+                              std::to_string(samples) + " -t 2 -q --cache-dir " + dir / "act");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json h = load(out);
+  auto model = TorchModel::open(gm::testing::stories260k());
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  const HParams& hp = (*model)->hparams();
+  CalibOptions co;
+  co.text_files = default_calibration_files();
+  co.calib_tokens = 512;
+  co.seq_len = 64;
+  co.cache_root = dir / "act";
+  co.quiet = true;
+  auto cache = ActivationCache::open_or_build(gm::testing::stories260k(), co);
+  ASSERT_TRUE(cache.is_ok()) << cache.status().message();
+  const int T = (*cache)->seq_len();
+  const Positional pos = make_positional(hp, T, (*model)->rope_freqs());
+  std::vector<float> x(size_t(B) * T * hp.n_embd);
+  at::NoGradGuard no_grad;
+  for (int l = 0; l < hp.n_layer; ++l) {
+    ASSERT_TRUE((*cache)->read(l, {0, 1, 2, 3}, x.data()).is_ok());
+    auto xt = at::from_blob(x.data(), {B, T, hp.n_embd}, at::kFloat);
+    auto lp = (*model)->layer_params(l);
+    auto w = (*model)->layer_weights(l);
+    ASSERT_TRUE(lp.is_ok() && w.is_ok());
+    const int64_t d = hp.n_embd, ff = (*w)[kFfnDown].size(1);
+    auto wz = *w;
+    wz[kFfnDown] = at::zeros({d, ff});
+    const at::Tensor c = layer_forward(hp, *lp, wz, pos, xt);
+    double sum_a2 = 0;
+    for (int64_t j0 = 0; j0 < ff; j0 += d) {  // d inputs of a per forward
+      const int64_t n = std::min(d, ff - j0);
+      at::Tensor sel = at::zeros({d, ff});
+      for (int64_t i = 0; i < n; ++i) sel.index_put_({i, j0 + i}, 1.0f);
+      wz[kFfnDown] = sel;
+      const at::Tensor a = (layer_forward(hp, *lp, wz, pos, xt) - c).narrow(2, 0, n);
+      sum_a2 += a.pow(2).sum().item<double>();
+    }
+    const double exact = 2.0 * sum_a2 / double(B * T);
+    const std::string name = "blk." + std::to_string(l) + ".ffn_down.weight";
+    const double est = h["modules"][name]["hessian_trace"].get<double>();
+    EXPECT_NEAR(est / exact, 1.0, 0.03) << name << " Hutchinson " << est << " closed form " << exact;
+  }
 }
 
 TEST(Learn, IqCandidatesAreReadThroughGgmlTypeTraits) {
