@@ -1,10 +1,10 @@
 // gamma fetch | inspect | dequantize: getting a model and looking at it.
 #include <cstdio>
-#include <map>
 
 #include "cli/command.h"
 #include "emit/dequantize.h"
 #include "fetch/fetch.h"
+#include "gguf_model/inspect.h"
 #include "gguf_model/model.h"
 #include "util/json.h"
 
@@ -28,32 +28,9 @@ void add_inspect(CLI::App& app) {
   c->add_flag("--json", o->json, "machine-readable output");
   c->callback([o] {
     auto m = value_or_fail(Model::open(o->path));
-    json j = {{"path", o->path}, {"arch", m->arch()}, {"name", m->name()}, {"n_layer", m->n_layer()},
-              {"file_bytes", m->file_size()}, {"fingerprint", m->fingerprint()}};
-    json mods = json::array();
-    int64_t lin_params = 0, all_params = 0;
-    uint64_t lin_bytes = 0, all_bytes = 0;
-    std::map<std::string, uint64_t> by_type;
-    for (const auto& lm : m->linear()) {
-      const auto& t = m->tensors()[lm.tensor];
-      json cands = json::array();
-      for (ggml_type ct : admissible_types(t.row_width())) cands.push_back(type_name(ct));
-      mods.push_back({{"name", lm.name}, {"layer", lm.layer}, {"kind", lm.kind}, {"shape", t.shape},
-                      {"type", type_name(t.type)}, {"bytes", t.nbytes},
-                      {"bpw", 8.0 * double(t.nbytes) / double(t.n_elements())}, {"candidates", cands}});
-      lin_params += t.n_elements();
-      lin_bytes += t.nbytes;
-      by_type[type_name(t.type)] += t.nbytes;
-    }
-    for (const auto& t : m->tensors()) { all_params += t.n_elements(); all_bytes += t.nbytes; }
-    j["linear"] = mods;
-    json all = json::array();
-    for (const auto& t : m->tensors())
-      all.push_back({{"name", t.name}, {"type", type_name(t.type)}, {"shape", t.shape}, {"bytes", t.nbytes}});
-    j["tensors"] = all;
-    j["totals"] = {{"linear_modules", m->linear().size()}, {"linear_params", lin_params}, {"linear_bytes", lin_bytes},
-                   {"linear_bpw", 8.0 * double(lin_bytes) / double(lin_params)}, {"tensors", m->tensors().size()},
-                   {"params", all_params}, {"tensor_bytes", all_bytes}, {"linear_bytes_by_type", by_type}};
+    const json j = describe_model(*m, o->path);
+    const json& mods = j["linear"];
+    const json& tot = j["totals"];
     if (o->json) { std::printf("%s\n", j.dump(1).c_str()); return; }
     std::printf("%s: %s '%s', %d layers, %zu tensors, %llu bytes\n", o->path.c_str(), m->arch().c_str(),
                 m->name().c_str(), m->n_layer(), m->tensors().size(), (unsigned long long)m->file_size());
@@ -67,8 +44,9 @@ void add_inspect(CLI::App& app) {
                   x["bpw"].get<double>(), cands.c_str());
     }
     std::printf("total: %zu linear modules, %lld params, %llu bytes (%.4f bpw); all tensors %lld params, %llu bytes\n",
-                m->linear().size(), (long long)lin_params, (unsigned long long)lin_bytes,
-                8.0 * double(lin_bytes) / double(lin_params), (long long)all_params, (unsigned long long)all_bytes);
+                mods.size(), (long long)tot["linear_params"].get<int64_t>(),
+                (unsigned long long)tot["linear_bytes"].get<uint64_t>(), tot["linear_bpw"].get<double>(),
+                (long long)tot["params"].get<int64_t>(), (unsigned long long)tot["tensor_bytes"].get<uint64_t>());
   });
 }
 

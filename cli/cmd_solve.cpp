@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "solve/allocate.h"
 #include "solve/budget.h"
+#include "solve/fill.h"
 #include "util/files.h"
 
 namespace gm::cli {
@@ -21,51 +22,6 @@ struct SolveOpts {
   double fill = 0;
   std::string transform = "score";
 };
-
-// --fill F: Stage I's p does not reward bits, so a budget above the learned target is left
-// unspent (the argmax plan already fits). Adding kappa * (the candidate's share of the
-// average bpw) to every score and taking the smallest kappa whose optimal plan spends at
-// least F of the budget puts the extra bits where the scores lose least per bit.
-solve::Allocation solve_filled(const Manifest& m, const solve::Scores& base, const std::vector<solve::Constraint>& cs,
-                               const solve::KnapsackOptions& kopt, const std::map<std::string, std::string>& fixed,
-                               const solve::Budget& budget, double fill, double* kappa_out) {
-  int64_t total = 0;
-  for (const auto& e : m.modules) total += e.n_params;
-  auto at = [&](double kappa) {
-    solve::Scores s = base;
-    for (const auto& e : m.modules) {
-      auto it = s.score.find(e.name);
-      if (it == s.score.end()) continue;
-      for (const auto& c : e.candidates)
-        if (auto jt = it->second.find(c.id); jt != it->second.end())
-          jt->second += kappa * c.bpw * double(e.n_params) / double(total);
-    }
-    auto alloc = value_or_fail(solve::Allocator::create(m, std::move(s), cs, kopt, fixed));
-    return value_or_fail(alloc.solve(budget));
-  };
-  auto spent = [&](const solve::Allocation& a) {
-    return budget.kind == solve::Budget::Kind::kBpw ? a.size.linear_bpw / budget.bpw
-                                                    : double(a.size.file_bytes) / double(budget.file_bytes);
-  };
-  solve::Allocation best = at(0);
-  *kappa_out = 0;
-  if (spent(best) >= fill) return best;
-  double lo = 0, hi = 1;
-  solve::Allocation top = at(hi);
-  while (spent(top) < fill && hi < 1e9) top = at(hi *= 4);
-  if (spent(top) < fill) {  // even pure bits cannot reach F: the fullest plan there is
-    *kappa_out = hi;
-    return top;
-  }
-  for (int it = 0; it < 50 && hi - lo > 1e-9 * hi; ++it) {
-    const double mid = 0.5 * (lo + hi);
-    solve::Allocation a = at(mid);
-    if (spent(a) >= fill) hi = mid, top = std::move(a);
-    else lo = mid;
-  }
-  *kappa_out = hi;
-  return top;
-}
 
 void report(const solve::Allocation& a, const std::string& path, bool require_optimal) {
   const auto& s = a.solution;
@@ -136,7 +92,7 @@ void run_solve(const SolveOpts& o) {
   };
   if (sweep.empty()) {
     double kappa = 0;
-    solve::Allocation a = o.fill > 0 ? solve_filled(m, scores_copy, cs, kopt, fixed, budget, o.fill, &kappa)
+    solve::Allocation a = o.fill > 0 ? value_or_fail(solve::solve_filled(m, scores_copy, cs, kopt, fixed, budget, o.fill, &kappa))
                                      : value_or_fail(alloc.solve(budget));
     if (o.fill > 0) a.plan.info["fill"] = {{"fraction", o.fill}, {"kappa", kappa}};
     if (o.transform != "score") a.plan.info["transform"] = o.transform;
