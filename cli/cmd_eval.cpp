@@ -21,10 +21,11 @@ void add_eval(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* c = app.add_subcommand(
       "eval", "perplexity, KL divergence vs a teacher, and zero-shot multiple choice of a GGUF (via libllama)");
-  c->add_option("model", o->req.model, "GGUF to evaluate")->required();
-  c->add_option("--text", o->req.text, "text for perplexity/KLD (tokenized as llama-perplexity -f does)");
+  auto* model = c->add_option("model", o->req.model, "GGUF to evaluate");
+  model->excludes(c->add_option("-m,--model", o->req.model, "GGUF to evaluate (llama.cpp's spelling)"));
+  c->add_option("-f,--text", o->req.text, "text for perplexity/KLD (tokenized as llama-perplexity -f does)");
   c->add_option("--teacher", o->req.teacher, "teacher GGUF: adds KL divergence, top-1 agreement, delta-p");
-  c->add_option("--kld-base", o->req.kld_base,
+  c->add_option("--kld-base,--kl-divergence-base", o->req.kld_base,
                 "llama-perplexity --kl-divergence-base file: read if it exists, else written from --teacher");
   c->add_option("-c,--ctx", o->req.n_ctx, "tokens per chunk (default 512, or the --kld-base file's)");
   c->add_option("--chunks", o->req.n_chunks, "chunks to evaluate (default: all the text holds)");
@@ -41,6 +42,7 @@ void add_eval(CLI::App& app) {
   c->add_option("-o,--output", o->out, "results JSON (gamma.eval v1)");
   c->add_flag("-q,--quiet", o->quiet, "no progress bar");
   c->callback([o, c] {
+    if (o->req.model.empty()) fail_if(Status::error("give the model to evaluate (gamma eval MODEL.gguf or -m MODEL.gguf)"));
     eval::EvalRequest req = o->req;
     req.cache = !o->no_cache;
     req.progress = !o->quiet;

@@ -42,6 +42,7 @@ std::string plan_name(double bpw, double step) {
 }
 
 void run_solve(const SolveOpts& o) {
+  if (o.pool.empty()) throw Failure("give the pool directory (gamma solve POOL ...)");
   const int budgets = !o.bpw.empty() + !o.size.empty() + !o.sweep.empty();
   if (budgets != 1) throw Failure("give exactly one budget: --bpw X, --size BYTES or --sweep START:STOP:STEP");
   if (o.scores.empty() == !o.from_manifest) throw Failure("give exactly one of --scores FILE or --score-from-manifest");
@@ -126,7 +127,10 @@ void run_solve(const SolveOpts& o) {
 void add_solve(CLI::App& app) {
   auto o = std::make_shared<SolveOpts>();
   auto* c = app.add_subcommand("solve", "Stage II: the best plan within a budget (exact knapsack over the scores)");
-  c->add_option("--pool", o->pool, "pool directory")->required();
+  // The pool is positional, as in plan, emit, learn and hawq; --pool stays as its alias.
+  auto* pos = c->add_option("pool", o->pool, "pool directory");
+  auto* flag = c->add_option("--pool", o->pool, "pool directory (same as the positional)");
+  pos->excludes(flag);
   c->add_option("--scores", o->scores, "SCORES.json (gamma.scores): score[module][candidate], higher is better");
   c->add_flag("--score-from-manifest", o->from_manifest, "score = -rel_err from the pool manifest");
   c->add_option("--bpw", o->bpw, "budget: bits per weight over the linear modules (scales included)");

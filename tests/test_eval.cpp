@@ -163,7 +163,8 @@ TEST(EvalKld, MatchesLlamaPerplexityAndSharesItsBaseFile) {
   expect_kld_equal(j2["kld"], ref);
 
   // 3) llama-perplexity's own base file read directly (no text, no teacher needed).
-  RunResult g3 = gamma("eval " + student + " --kld-base " + llama_base + " -t 1 -q -o " + (dir / "g3.json"));
+  // (llama.cpp's spellings: -m and --kl-divergence-base.)
+  RunResult g3 = gamma("eval -m " + student + " --kl-divergence-base " + llama_base + " -t 1 -q -o " + (dir / "g3.json"));
   ASSERT_EQ(g3.exit_code, 0) << g3.output;
   expect_kld_equal(read_json_file(dir / "g3.json")["kld"], ref);
 }

@@ -164,6 +164,12 @@ TEST_F(SolveCli, BpwBudgetPlanIsOptimalAndFits) {
     ASSERT_TRUE(ref.optimal);
     EXPECT_NEAR(score_of(*p, scores_json_), ref.score, 1e-9 * ref.score) << bpw;
     EXPECT_NEAR(p->info["objective"].get<double>(), ref.score, 1e-9 * ref.score);
+    // The pool positional, as in plan/emit/learn/hawq: the same plan.
+    const std::string pos = tmp_ / fmt::format("plan-pos-{}.json", bpw);
+    ASSERT_EQ(gm::testing::gamma(fmt::format("solve {} --scores {} --bpw {} -o {}", pool_, scores_, bpw, pos)).exit_code, 0);
+    auto q = Plan::load(pos);
+    ASSERT_TRUE(q.is_ok());
+    EXPECT_EQ(q->modules, p->modules);
   }
 }
 

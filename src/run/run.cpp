@@ -240,7 +240,7 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const std:
       if (!read_json(ej, "gamma.eval", 1).is_ok()) {
         GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("solve + emit {} at {}", v.name, format_size(size)), run::emit_seconds(e.ms),
                                       [&]() -> Status {
-                                        std::vector<std::string> cmd = {e.G, "solve", "--pool", e.pool, "--size",
+                                        std::vector<std::string> cmd = {e.G, "solve", e.pool, "--size",
                                                                         std::to_string(size), "-o", v.plan};
                                         cmd.insert(cmd.end(), s.args.begin(), s.args.end());
                                         if (!h.empty()) cmd.insert(cmd.end(), {"--fixed", head + "=" + h});
@@ -644,7 +644,7 @@ Status run_pipeline(const RunOptions& o) {
       const Scorer& s = *std::find_if(scorers.begin(), scorers.end(), [&](const Scorer& x) { return x.name == best.scorer; });
       GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("solve + emit {} at {}'s size", best.name, m.name), run::emit_seconds(e.ms),
                                     [&]() -> Status {
-        std::vector<std::string> cmd = {e.G, "solve", "--pool", e.pool, "--size", std::to_string(m.bytes), "-o", plan};
+        std::vector<std::string> cmd = {e.G, "solve", e.pool, "--size", std::to_string(m.bytes), "-o", plan};
         cmd.insert(cmd.end(), s.args.begin(), s.args.end());
         if (!best.head_type.empty()) {
           // the same rule: one step cheaper than the default head at that size
