@@ -1,6 +1,6 @@
 // gamma pool: the candidate pool (src/pool).
+#include <algorithm>
 #include <cstdio>
-#include <sstream>
 
 #include "cli/command.h"
 #include "pool/pool.h"
@@ -8,30 +8,22 @@
 namespace gm::cli {
 namespace {
 
-std::vector<std::string> split_csv(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 void add_pool(CLI::App& app) {
-  struct Opts { PoolOptions p; std::string types = "auto"; };
+  struct Opts { PoolOptions p; };
   auto o = std::make_shared<Opts>();
   auto* c = app.add_subcommand("pool", "quantize every linear module at every candidate type (resumable)");
   c->add_option("model", o->p.model_path, "source GGUF (quantized or FP)")->required();
-  c->add_option("--types", o->types,
+  o->p.types = {"auto"};
+  c->add_option("--types", o->p.types,
                 "candidate ggml types, comma-separated, or auto: the measured Pareto set (README) that fits the model")
-      ->capture_default_str();
+      ->delimiter(',')->capture_default_str();
   c->add_option("--imatrix", o->p.imatrix_path, "llama-imatrix output used as importance (as llama-quantize does)");
   c->add_option("--import", o->p.imports, "add candidates from another GGUF of the same model: PATH[:LABEL]");
   c->add_option("-o,--output", o->p.out_dir, "pool directory")->required();
   c->add_option("-t,--threads", o->p.n_threads, "worker threads (default: all cores)");
   c->add_flag("-q,--quiet", o->p.quiet, "no progress bar");
   c->callback([o] {
-    o->p.types = split_csv(o->types);
+    o->p.types.erase(std::remove(o->p.types.begin(), o->p.types.end(), std::string()), o->p.types.end());
     Manifest m = value_or_fail(build_pool(o->p));
     size_t n = 0;
     for (const auto& e : m.modules) n += e.candidates.size();
