@@ -14,7 +14,7 @@
 #include <cstring>
 
 #include "solve/knapsack.h"
-#include "tests/solve_instances.h"
+#include "solve/instances.h"
 #include "util/json.h"
 
 using namespace gm;

@@ -14,7 +14,7 @@
 #include "plan/plan.h"
 #include "pool/manifest.h"
 #include "solve/budget.h"
-#include "tests/solve_instances.h"
+#include "solve/instances.h"
 #include "tests/testing.h"
 #include "util/files.h"
 #include "util/json.h"

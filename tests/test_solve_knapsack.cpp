@@ -8,7 +8,7 @@
 #include <random>
 
 #include "solve/knapsack.h"
-#include "tests/solve_instances.h"
+#include "solve/instances.h"
 
 using namespace gm::solve;
 using namespace gm::solve_testing;

@@ -1,6 +1,7 @@
 // Knapsack instances for Stage II's tests and benchmark: model-shaped ones (module sizes of
 // real architectures, k-quant block sizes, scores like Stage I's or like -rel_err) and
-// random/adversarial ones, plus CBC as the reference MILP solver.
+// random/adversarial ones, plus CBC as the reference MILP solver. Header-only, outside the
+// stage library: only programs that link CBC (tests/, bench/) include it.
 #pragma once
 #include <algorithm>
 #include <chrono>
