@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cerrno>
@@ -354,8 +353,6 @@ Result<LearnResult> learn(const LearnOptions& opt_in) {
     }
     GAMMA_ASSIGN_OR_RETURN(st.mse_eval_init, eval_mse(pbar));
   }
-  const char* kill_env = std::getenv("GAMMA_TEST_KILL_AT_STEP");  // tests: SIGKILL mid-step
-  const int kill_at = kill_env ? std::atoi(kill_env) : -1;
   const int start_step = st.step;
   std::unique_ptr<Progress> bar;
   if (!opt.quiet && st.step < opt.steps) bar = std::make_unique<Progress>("learn", opt.steps - st.step);
@@ -427,7 +424,7 @@ Result<LearnResult> learn(const LearnOptions& opt_in) {
       }
       t_layer += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       layers.clear();
-      if (step == kill_at) std::raise(SIGKILL);
+      if (opt.on_layer_done) opt.on_layer_done(step, 0);
     }
     for (size_t li = 0; li < layers.size(); ++li) {
       const int l = layers[li];
@@ -445,7 +442,7 @@ Result<LearnResult> learn(const LearnOptions& opt_in) {
       t_io += std::chrono::duration<double>(t1 - t0).count();
       t_dequant += std::chrono::duration<double>(t2 - t1).count();
       t_layer += std::chrono::duration<double>(t3 - t2).count();
-      if (step == kill_at && li == 0) std::raise(SIGKILL);
+      if (opt.on_layer_done) opt.on_layer_done(step, int(li));
     }
 
     // The MSE term in units of the step-0 MSE: a constant factor (the paper's objective with

@@ -22,6 +22,7 @@
 // count, ends with bit-identical scores (all randomness is a function of seed and step).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "model/activations.h"
@@ -32,6 +33,10 @@ namespace gm {
 
 struct LearnOptions {
   std::string pool_dir, teacher_path, out_path;
+  // Called after each layer of a step (step, index of the layer within the step): progress
+  // hooks and fault injection (the CLI's GAMMA_TEST_KILL_AT_STEP kills mid-step for the
+  // resume test); the library itself never reads the environment for it.
+  std::function<void(int step, int layer_in_step)> on_layer_done;
   double target_bpw = 3.0;
   int steps = 200;
   int batch = 2;            // sequences per step

@@ -1,6 +1,8 @@
 #include "learn/learn_cli.h"
 
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 
 #include "gguf_model/model.h"
 
@@ -51,6 +53,13 @@ int learn_main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
     std::fprintf(stderr, "gamma: error: %s\n", e.what());
     return e.get_exit_code();
+  }
+  // Fault injection for the kill-and-resume test: SIGKILL after the first layer of step N.
+  if (const char* k = std::getenv("GAMMA_TEST_KILL_AT_STEP"); k && *k) {
+    const int kill_at = std::atoi(k);
+    o.on_layer_done = [kill_at](int step, int layer_in_step) {
+      if (step == kill_at && layer_in_step == 0) std::raise(SIGKILL);
+    };
   }
   auto r = learn(o);
   if (!r.is_ok()) {
