@@ -465,6 +465,107 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range) {
   return Status::ok();
 }
 
+// 2-4. The teacher, the importance matrix and the pool, each made once.
+Status make_inputs(Env& e, const PoolOptions& po, const Manifest& preview) {
+  const RunOptions& o = e.o;
+  // 2. The teacher: the model dequantized to F32 (for a quantized source, the best reference
+  //    there is; reported as such).
+  if (!exists(e.teacher))
+    GAMMA_RETURN_IF_ERROR(e.stage("dequantize -> " + e.teacher, run::dequantize_seconds(e.ms), [&] {
+      return run_step("dequantize", {e.G, "dequantize", e.model, "--type", "f32", "-o", e.teacher});
+    }));
+  // 3. Importance matrix, shared by gamma's pool and llama-quantize's mixes.
+  if (o.imatrix == "auto" && !exists(e.imatrix))
+    GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("llama-imatrix ({} chunks of {} tokens of {}) -> {}", o.imatrix_chunks,
+                                              o.eval_ctx, fs::path(e.calib).filename().string(), e.imatrix),
+                                  run::teacher_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx) / 2, [&]() -> Status {
+      const std::string tmp = e.W + "/imatrix.partial.gguf";
+      GAMMA_RETURN_IF_ERROR(run_tool("imatrix",
+          {o.llama_bin + "/llama-imatrix", "-m", e.model, "-f", e.calib, "-c", std::to_string(o.eval_ctx), "--chunks",
+           std::to_string(o.imatrix_chunks), "-t", e.T, "-o", tmp}, e.W + "/imatrix.log"));
+      if (std::rename(tmp.c_str(), e.imatrix.c_str()) != 0) return Status::errorf("cannot write {}", e.imatrix);
+      return Status::ok();
+    }));
+  // 4. Pool (resumes by itself).
+  if (!exists(e.pool + "/manifest.json")) {
+    double eta = 0;
+    for (const auto& t : preview.types) eta += run::pool_type_seconds(e.ms, t);
+    std::string types_csv;
+    for (const auto& t : po.types) types_csv += (types_csv.empty() ? "" : ",") + t;
+    std::vector<std::string> cmd = {e.G, "pool", e.model, "--types", types_csv, "-o", e.pool, "-t", e.T};
+    if (!e.imatrix.empty()) cmd.insert(cmd.end(), {"--imatrix", e.imatrix});
+    for (const auto& x : e.q()) cmd.push_back(x);
+    GAMMA_RETURN_IF_ERROR(e.stage("pool " + types_csv + " -> " + e.pool, eta, [&] { return run_step("pool", cmd); }));
+  }
+  return Status::ok();
+}
+
+// gamma's chosen scorer and head rule solved at a mix's size and measured on the report text:
+// one point of the front in run.png.
+Result<json> front_point(Env& e, const Manifest& man, const std::vector<Scorer>& scorers, const Variant& best,
+                         const solve::Allocator& stat, const MixRow& m) {
+  const std::string dir = e.W + "/at-" + std::to_string(m.bytes);
+  const std::string plan = dir + "/front-" + best.name + ".json", gguf = dir + "/front-" + best.name + ".gguf";
+  const std::string ej = dir + "/front-" + best.name + ".report.json";
+  if (!read_json(ej, "gamma.eval", 1).is_ok()) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    const Scorer& s = *std::find_if(scorers.begin(), scorers.end(), [&](const Scorer& x) { return x.name == best.scorer; });
+    GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("solve + emit {} at {}'s size", best.name, m.name), run::emit_seconds(e.ms),
+                                  [&]() -> Status {
+      std::vector<std::string> cmd = {e.G, "solve", e.pool, "--size", std::to_string(m.bytes), "-o", plan};
+      cmd.insert(cmd.end(), s.args.begin(), s.args.end());
+      if (!best.head_type.empty()) {
+        // the same rule: one step cheaper than the default head at that size
+        solve::Budget b;
+        b.kind = solve::Budget::Kind::kFileBytes;
+        b.file_bytes = m.bytes;
+        GAMMA_ASSIGN_OR_RETURN(auto a, stat.solve(b));
+        const std::string head = output_head(man), c = cheaper_head_type(man, head, a.plan.fixed.at(head));
+        if (!c.empty()) cmd.insert(cmd.end(), {"--fixed", head + "=" + c});
+      }
+      GAMMA_RETURN_IF_ERROR(run_step("solve", cmd));
+      return run_step("emit", {e.G, "emit", e.pool, plan, "-o", gguf});
+    }));
+    auto ev = eval_file(e, gguf, ej, false);
+    std::error_code ec2;
+    fs::remove(gguf, ec2);
+    if (!ev.is_ok()) return ev.status();
+  }
+  GAMMA_ASSIGN_OR_RETURN(json fj, read_json(ej, "gamma.eval", 1));
+  return report_row("gamma at " + m.name + "'s size", plan, fj, NAN);
+}
+
+// The table (report text), the verdict in words and where everything is.
+void print_summary(const Env& e, const json& summary, double best_kld) {
+  const RunOptions& o = e.o;
+  const uint64_t budget = summary["budget_bytes"].get<uint64_t>();
+  const json& verdict = summary["verdict"];
+  const bool mix_wins = verdict["winner"] == "llama.cpp";
+  std::printf("\n%s vs its F32 dequantization (teacher); budget %s; chosen on %s (%d chunks), reported on %s (%d chunks of %d):\n",
+              fs::path(e.model).filename().c_str(), format_size(budget).c_str(), fs::path(e.valid_text).filename().c_str(),
+              e.valid_chunks, fs::path(e.report_text).filename().c_str(), o.eval_chunks, o.eval_ctx);
+  std::printf("  %-34s %13s %9s %12s %20s %8s %9s\n", "model", "file bytes", "bpw", "valid KLD", "KLD vs teacher", "top-1", "PPL");
+  for (const auto& r : summary["rows"]) {
+    const double bpw = 8.0 * r["file_bytes"].get<double>() / e.ms.params;
+    const double vk = r["valid_kld"].is_number() ? r["valid_kld"].get<double>() : NAN;
+    std::printf("  %-34s %13llu %9.4f %12s %11.6f ± %.6f %7.2f%% %9.4f\n", r["label"].get<std::string>().c_str(),
+                (unsigned long long)r["file_bytes"].get<uint64_t>(), bpw,
+                std::isnan(vk) ? "" : fmt::format("{:.6f}", vk).c_str(), r["kld_mean"].get<double>(),
+                r["kld_stderr"].get<double>(), 100 * r["top1"].get<double>(), r["ppl"].get<double>());
+  }
+  if (mix_wins)
+    std::printf("\nverdict: llama.cpp's %s %s gamma's file on validation (KLD %.6f vs %.6f).\nUse it: %s\n",
+                verdict["mix"].get<std::string>().c_str(),
+                o.max_kld > 0 ? "meets the KLD in fewer bytes than" : "fits the budget and beats",
+                verdict["valid_kld"].get<double>(), best_kld, verdict["llama_quantize"].get<std::string>().c_str());
+  else
+    std::printf("\nverdict: gamma's file %s (no llama.cpp mix %s beats it on validation)\n",
+                verdict["file"].get<std::string>().c_str(), o.max_kld > 0 ? "meets the KLD in fewer bytes and" : "that fits the budget");
+  std::printf("summary: %s, picture: %s (total %s)\n", (e.W + "/run.json").c_str(), (e.W + "/run.png").c_str(),
+              hms(e.elapsed()).c_str());
+}
+
 }  // namespace
 
 Status run_pipeline(const RunOptions& o) {
@@ -524,35 +625,7 @@ Status run_pipeline(const RunOptions& o) {
                           o.size, format_size(range.min), format_size(range.max));
   if (o.dry_run) return dry_run(e, preview, range);
 
-  // 2. The teacher: the model dequantized to F32 (for a quantized source, the best reference
-  //    there is; reported as such).
-  if (!exists(e.teacher))
-    GAMMA_RETURN_IF_ERROR(e.stage("dequantize -> " + e.teacher, run::dequantize_seconds(e.ms), [&] {
-      return run_step("dequantize", {e.G, "dequantize", e.model, "--type", "f32", "-o", e.teacher});
-    }));
-  // 3. Importance matrix, shared by gamma's pool and llama-quantize's mixes.
-  if (o.imatrix == "auto" && !exists(e.imatrix))
-    GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("llama-imatrix ({} chunks of {} tokens of {}) -> {}", o.imatrix_chunks,
-                                              o.eval_ctx, fs::path(e.calib).filename().string(), e.imatrix),
-                                  run::teacher_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx) / 2, [&]() -> Status {
-      const std::string tmp = e.W + "/imatrix.partial.gguf";
-      GAMMA_RETURN_IF_ERROR(run_tool("imatrix",
-          {o.llama_bin + "/llama-imatrix", "-m", e.model, "-f", e.calib, "-c", std::to_string(o.eval_ctx), "--chunks",
-           std::to_string(o.imatrix_chunks), "-t", e.T, "-o", tmp}, e.W + "/imatrix.log"));
-      if (std::rename(tmp.c_str(), e.imatrix.c_str()) != 0) return Status::errorf("cannot write {}", e.imatrix);
-      return Status::ok();
-    }));
-  // 4. Pool (resumes by itself).
-  if (!exists(e.pool + "/manifest.json")) {
-    double eta = 0;
-    for (const auto& t : preview.types) eta += run::pool_type_seconds(e.ms, t);
-    std::string types_csv;
-    for (const auto& t : po.types) types_csv += (types_csv.empty() ? "" : ",") + t;
-    std::vector<std::string> cmd = {e.G, "pool", e.model, "--types", types_csv, "-o", e.pool, "-t", e.T};
-    if (!e.imatrix.empty()) cmd.insert(cmd.end(), {"--imatrix", e.imatrix});
-    for (const auto& x : e.q()) cmd.push_back(x);
-    GAMMA_RETURN_IF_ERROR(e.stage("pool " + types_csv + " -> " + e.pool, eta, [&] { return run_step("pool", cmd); }));
-  }
+  GAMMA_RETURN_IF_ERROR(make_inputs(e, po, preview));
   GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(e.pool));
   GAMMA_ASSIGN_OR_RETURN(range, feasible_range(man));
 
@@ -634,37 +707,7 @@ Status run_pipeline(const RunOptions& o) {
     summary["mixes"].push_back(row);
     summary["rows"].push_back(row);
     if (!o.front || m.bytes < range.min || m.bytes == best.bytes) continue;
-    // gamma's chosen scorer and head rule at the mix's size: the front in the picture.
-    const std::string dir = e.W + "/at-" + std::to_string(m.bytes);
-    const std::string plan = dir + "/front-" + best.name + ".json", gguf = dir + "/front-" + best.name + ".gguf";
-    const std::string ej = dir + "/front-" + best.name + ".report.json";
-    if (!read_json(ej, "gamma.eval", 1).is_ok()) {
-      std::error_code ec;
-      fs::create_directories(dir, ec);
-      const Scorer& s = *std::find_if(scorers.begin(), scorers.end(), [&](const Scorer& x) { return x.name == best.scorer; });
-      GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("solve + emit {} at {}'s size", best.name, m.name), run::emit_seconds(e.ms),
-                                    [&]() -> Status {
-        std::vector<std::string> cmd = {e.G, "solve", e.pool, "--size", std::to_string(m.bytes), "-o", plan};
-        cmd.insert(cmd.end(), s.args.begin(), s.args.end());
-        if (!best.head_type.empty()) {
-          // the same rule: one step cheaper than the default head at that size
-          solve::Budget b;
-          b.kind = solve::Budget::Kind::kFileBytes;
-          b.file_bytes = m.bytes;
-          GAMMA_ASSIGN_OR_RETURN(auto a, stat.solve(b));
-          const std::string head = output_head(man), c = cheaper_head_type(man, head, a.plan.fixed.at(head));
-          if (!c.empty()) cmd.insert(cmd.end(), {"--fixed", head + "=" + c});
-        }
-        GAMMA_RETURN_IF_ERROR(run_step("solve", cmd));
-        return run_step("emit", {e.G, "emit", e.pool, plan, "-o", gguf});
-      }));
-      auto ev = eval_file(e, gguf, ej, false);
-      std::error_code ec2;
-      fs::remove(gguf, ec2);
-      if (!ev.is_ok()) return ev.status();
-    }
-    GAMMA_ASSIGN_OR_RETURN(json fj, read_json(ej, "gamma.eval", 1));
-    json frow = report_row("gamma at " + m.name + "'s size", plan, fj, NAN);
+    GAMMA_ASSIGN_OR_RETURN(json frow, front_point(e, man, scorers, best, stat, m));
     summary["front"].push_back(frow);
     summary["rows"].push_back(frow);
   }
@@ -682,6 +725,7 @@ Status run_pipeline(const RunOptions& o) {
     std::string cmd;
     for (const auto& a : quantize_cmd(e, winner->name, "OUT.gguf")) cmd += (cmd.empty() ? "" : " ") + a;
     verdict["mix"] = winner->name;
+    verdict["valid_kld"] = winner->valid_kld;
     verdict["llama_quantize"] = cmd;
   }
   summary["verdict"] = verdict;
@@ -696,26 +740,7 @@ Status run_pipeline(const RunOptions& o) {
   if (auto st2 = draw_run_png(e.W + "/run.png", summary); !st2.is_ok())
     std::fprintf(stderr, "gamma: warning: run.png: %s\n", st2.message().c_str());
 
-  std::printf("\n%s vs its F32 dequantization (teacher); budget %s; chosen on %s (%d chunks), reported on %s (%d chunks of %d):\n",
-              fs::path(e.model).filename().c_str(), format_size(budget).c_str(), fs::path(e.valid_text).filename().c_str(),
-              e.valid_chunks, fs::path(e.report_text).filename().c_str(), o.eval_chunks, o.eval_ctx);
-  std::printf("  %-34s %13s %9s %12s %20s %8s %9s\n", "model", "file bytes", "bpw", "valid KLD", "KLD vs teacher", "top-1", "PPL");
-  for (const auto& r : summary["rows"]) {
-    const double bpw = 8.0 * r["file_bytes"].get<double>() / e.ms.params;
-    const double vk = r["valid_kld"].is_number() ? r["valid_kld"].get<double>() : NAN;
-    std::printf("  %-34s %13llu %9.4f %12s %11.6f ± %.6f %7.2f%% %9.4f\n", r["label"].get<std::string>().c_str(),
-                (unsigned long long)r["file_bytes"].get<uint64_t>(), bpw,
-                std::isnan(vk) ? "" : fmt::format("{:.6f}", vk).c_str(), r["kld_mean"].get<double>(),
-                r["kld_stderr"].get<double>(), 100 * r["top1"].get<double>(), r["ppl"].get<double>());
-  }
-  if (winner)
-    std::printf("\nverdict: llama.cpp's %s fits the budget and beats gamma's file on validation (KLD %.6f vs %.6f).\n"
-                "Use it: %s\n", winner->name.c_str(), winner->valid_kld, best.kld, verdict["llama_quantize"].get<std::string>().c_str());
-  else
-    std::printf("\nverdict: gamma's file %s (no llama.cpp mix %s beats it on validation)\n", out.c_str(),
-                o.max_kld > 0 ? "meets the KLD in fewer bytes and" : "that fits the budget");
-  std::printf("summary: %s, picture: %s (total %s)\n", (e.W + "/run.json").c_str(), (e.W + "/run.png").c_str(),
-              hms(e.elapsed()).c_str());
+  print_summary(e, summary, best.kld);
   return Status::ok();
 }
 
