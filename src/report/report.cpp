@@ -84,31 +84,6 @@ std::string resolve(const std::string& base_dir, const std::string& p) {
   return (fs::path(base_dir) / p).lexically_normal().string();
 }
 
-Result<Scores> load_scores(const std::string& path) {
-  GAMMA_ASSIGN_OR_RETURN(json j, read_json(path, "gamma.scores", 1));
-  Scores s;
-  s.path = path;
-  try {
-    s.method = str_at(j, {"method"}).value_or("");
-    s.target_bpw = num_at(j, {"target_bpw"});
-    if (!j.contains("modules") || !j["modules"].is_object()) throw BadField("no \"modules\" object");
-    for (const auto& [mod, e] : j["modules"].items()) {
-      if (!e.is_object()) throw BadField(fmt::format("module {} is not an object", mod));
-      if (!e.contains("p")) continue;
-      if (!e["p"].is_object()) throw BadField(fmt::format("module {}: \"p\" is not an object", mod));
-      auto& row = s.p[mod];
-      for (const auto& [cand, v] : e["p"].items()) {
-        if (!v.is_number() || !std::isfinite(v.get<double>()))
-          throw BadField(fmt::format("module {}: p[{}] is not a finite number", mod, cand));
-        row[cand] = v.get<double>();
-      }
-    }
-  } catch (const BadField& e) {
-    return Status::errorf("{}: {}", path, e.what());
-  }
-  return s;
-}
-
 Result<json> load_eval(const std::string& path) {
   GAMMA_ASSIGN_OR_RETURN(json j, read_json(path, "gamma.eval", 1));
   // Check every field the report reads once, here, so later code can trust them.
@@ -439,7 +414,7 @@ Result<Inputs> load_inputs(const std::vector<std::string>& paths, const std::str
     if (!sp.empty()) {
       const std::string key = canonical(sp);
       if (!scores_cache.count(key)) {
-        auto sc = load_scores(sp);
+        auto sc = Scores::load(sp);
         if (!sc.is_ok()) return sc.status();
         scores_cache.emplace(key, std::move(sc).value());
       }

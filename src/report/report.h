@@ -14,6 +14,7 @@
 #include "plan/plan.h"
 #include "pool/manifest.h"
 #include "report/plot.h"
+#include "solve/scores.h"
 #include "util/json.h"
 #include "util/status.h"
 
@@ -21,12 +22,8 @@ namespace gm::report {
 
 // module -> candidate id -> Stage I probability p.
 using ProbMap = std::map<std::string, std::map<std::string, double>>;
-
-struct Scores {
-  std::string path, method;
-  std::optional<double> target_bpw;
-  ProbMap p;  // empty when the file has no "p" (e.g. static or HAWQ scores)
-};
+// One scores type for the whole project (solve/scores.h): p is empty for scorers without it.
+using Scores = solve::Scores;
 
 struct Run {
   std::string method;

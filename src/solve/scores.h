@@ -4,10 +4,12 @@
 // manifest is built in.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pool/manifest.h"
+#include "util/json.h"
 #include "util/status.h"
 
 namespace gm::solve {
@@ -21,10 +23,17 @@ struct Scores {
   std::string model_fingerprint;  // empty when the file does not say
   std::string pool_manifest_sha256;
   std::map<std::string, std::map<std::string, double>> score;  // module -> candidate id -> score
+  // Stage I's extras: the probabilities p (module -> candidate -> p; empty for scorers
+  // without them, e.g. static or HAWQ) and the target they were learned at.
+  std::map<std::string, std::map<std::string, double>> p;
+  std::optional<double> target_bpw;
 
-  // Reads and checks the file itself: every score a finite number (NaN, null, strings and
-  // infinities are refused with the module and candidate named).
+  // Reads and checks the file itself: every score (and p) a finite number (NaN, null, strings
+  // and infinities are refused with the module and candidate named).
   static Result<Scores> load(const std::string& path);
+  static Result<Scores> from_json(const json& j, const std::string& source);
+  // The fields above as gamma.scores v1 (producers add their own: hyperparameters, curves).
+  json to_json() const;
   // score = -rel_err of every candidate in the manifest.
   static Result<Scores> from_manifest(const Manifest& m);
 
