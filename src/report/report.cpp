@@ -485,13 +485,16 @@ bool module_position(const Manifest* pool, const std::string& name, int* layer, 
 
 }  // namespace
 
-Result<Report> build_report(const Inputs& in, const Options& opt) {
-  Report rep;
-  rep.notes = in.notes;
-  const Manifest* pool = in.pool ? &*in.pool : nullptr;
-  const auto& runs = in.runs;
+// One Markdown table row.
+std::string row(const std::vector<std::string>& cells) {
+  std::string s = "|";
+  for (const auto& cell : cells) s += " " + cell + " |";
+  return s + "\n";
+}
 
-  // ---- Table ----
+// ---- Table: one row per run (sizes, KLD, PPL, top-1, tasks), with warnings on mixed settings ----
+void write_table(const std::vector<Run>& runs, Report* out, std::string* md_out, json* jruns_out) {
+  Report& rep = *out;
   std::vector<std::string> task_names;
   bool any_budget = false, any_label = false, any_file = false, any_lin = false, any_kld = false, any_ppl = false,
        any_top1 = false, any_pred = false;
@@ -520,7 +523,8 @@ Result<Report> build_report(const Inputs& in, const Options& opt) {
                                         num_at(e, {"settings", "ctx"}).value_or(-1)));
     }
   }
-  std::string md = "# gamma report\n\n";
+  std::string& md = *md_out;
+  md = "# gamma report\n\n";
   md += fmt::format("Runs: {}, methods: {}.", runs.size(), [&] {
     std::set<std::string> m;
     for (const auto& r : runs) m.insert(r.method);
@@ -553,14 +557,10 @@ Result<Report> build_report(const Inputs& in, const Options& opt) {
   if (any_ppl) head.push_back("PPL");
   if (any_top1) head.push_back("top-1 agree (%)");
   for (const auto& t : task_names) head.push_back(t + " acc"), head.push_back(t + " acc_norm");
-  auto row = [](const std::vector<std::string>& cells) {
-    std::string s = "|";
-    for (const auto& c : cells) s += " " + c + " |";
-    return s + "\n";
-  };
   md += row(head);
   md += row(std::vector<std::string>(head.size(), "---"));
-  json jruns = json::array();
+  json& jruns = *jruns_out;
+  jruns = json::array();
   for (const auto& r : runs) {
     std::vector<std::string> c = {r.method};
     json jr;
@@ -610,78 +610,13 @@ Result<Report> build_report(const Inputs& in, const Options& opt) {
   }
   if (any_pred) md += "\n`*` predicted from the plan (no eval of the GGUF given); other sizes are the measured files.\n";
 
-  // ---- Allocation analyses: cosine across plans, p/choice correlation ----
-  std::vector<size_t> planned;
-  for (size_t i = 0; i < runs.size(); ++i)
-    if (runs[i].plan) planned.push_back(i);
-  std::vector<std::string> modules;  // allocation vector order
-  if (pool) {
-    for (const auto& e : pool->modules) modules.push_back(e.name);
-  } else {
-    std::set<std::string> all;
-    for (size_t i : planned)
-      for (const auto& [m, id] : runs[i].plan->modules) all.insert(m);
-    modules.assign(all.begin(), all.end());
-  }
-  std::vector<std::vector<double>> alloc;
-  for (size_t i : planned) {
-    std::vector<double> v(modules.size(), NAN);
-    for (size_t k = 0; k < modules.size(); ++k) {
-      auto it = runs[i].plan->modules.find(modules[k]);
-      if (it != runs[i].plan->modules.end()) v[k] = candidate_bpw(pool, modules[k], it->second).value();
-    }
-    alloc.push_back(std::move(v));
-  }
-  std::vector<double> corr(runs.size(), NAN);
-  for (size_t i : planned)
-    if (runs[i].scores && !runs[i].scores->p.empty()) corr[i] = choice_correlation(*runs[i].plan, runs[i].scores->p);
+}
 
-  json jcos = nullptr;
-  if (!planned.empty()) {
-    md += "\n## Allocations\n\n";
-    md += row({"method", "run", "linear bpw", "types (modules)", "r(p, choice)"});
-    md += row({"---", "---", "---", "---", "---"});
-    for (size_t i : planned) {
-      const Run& r = runs[i];
-      std::map<std::string, int> count;
-      std::map<std::string, double> bpw_of;
-      for (const auto& [m, id] : r.plan->modules) {
-        ++count[id];
-        if (!bpw_of.count(id)) { auto b = candidate_bpw(pool, m, id); bpw_of[id] = b.is_ok() ? *b : 0; }
-      }
-      std::vector<std::pair<double, std::string>> by_bpw;
-      for (const auto& [id, n] : count) by_bpw.push_back({bpw_of[id], id});
-      std::sort(by_bpw.begin(), by_bpw.end());
-      std::string types;
-      for (const auto& [b, id] : by_bpw) types += fmt::format("{}{} {}", types.empty() ? "" : ", ", id, count[id]);
-      md += row({r.method, r.label.empty() ? "–" : r.label, r.linear_bpw ? fmt::format("{:.3f}", *r.linear_bpw) : "–",
-                 types, std::isfinite(corr[i]) ? fmt::format("{:.4f}", corr[i]) : "–"});
-      jruns[i]["types"] = count;
-      jruns[i]["pearson_p_choice"] = std::isfinite(corr[i]) ? json(corr[i]) : json(nullptr);
-    }
-    if (planned.size() >= 2) {
-      json labels = json::array(), mat = json::array();
-      for (size_t a = 0; a < planned.size(); ++a) {
-        labels.push_back(run_title(runs[planned[a]]));
-        json rowj = json::array();
-        for (size_t b = 0; b < planned.size(); ++b) {
-          const double c = cosine_similarity(alloc[a], alloc[b]);
-          rowj.push_back(std::isfinite(c) ? json(c) : json(nullptr));
-        }
-        mat.push_back(rowj);
-      }
-      jcos = {{"labels", labels}, {"matrix", mat},
-              {"vector", "per-module bits per weight of the chosen candidate"}};
-    }
-  }
-
-  rep.table_md = md;
-  rep.summary = json_header(kReportSchema, 1);
-  rep.summary["pool"] = pool ? json(pool->dir) : json(nullptr);
-  rep.summary["runs"] = jruns;
-  rep.summary["cosine"] = jcos;
-
-  // ---- Plots ----
+// ---- Plots: KLD vs size, type heatmaps, allocation cosine, p/choice Pearson ----
+Status draw_plots(const std::vector<Run>& runs, const Manifest* pool, const Options& opt,
+                  const std::vector<size_t>& planned, const std::vector<double>& corr, Report* out) {
+  Report& rep = *out;
+  const json& jcos = rep.summary["cosine"];
   // KLD vs file size, one series per method.
   {
     LineChart c;
@@ -819,6 +754,91 @@ Result<Report> build_report(const Inputs& in, const Options& opt) {
       rep.notes.push_back("no plan with scores holding p: no pearson_p_choice.png");
     }
   }
+  return Status::ok();
+}
+
+Result<Report> build_report(const Inputs& in, const Options& opt) {
+  Report rep;
+  rep.notes = in.notes;
+  const Manifest* pool = in.pool ? &*in.pool : nullptr;
+  const auto& runs = in.runs;
+
+  std::string md;
+  json jruns;
+  write_table(runs, &rep, &md, &jruns);
+
+  // ---- Allocation analyses: cosine across plans, p/choice correlation ----
+  std::vector<size_t> planned;
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (runs[i].plan) planned.push_back(i);
+  std::vector<std::string> modules;  // allocation vector order
+  if (pool) {
+    for (const auto& e : pool->modules) modules.push_back(e.name);
+  } else {
+    std::set<std::string> all;
+    for (size_t i : planned)
+      for (const auto& [m, id] : runs[i].plan->modules) all.insert(m);
+    modules.assign(all.begin(), all.end());
+  }
+  std::vector<std::vector<double>> alloc;
+  for (size_t i : planned) {
+    std::vector<double> v(modules.size(), NAN);
+    for (size_t k = 0; k < modules.size(); ++k) {
+      auto it = runs[i].plan->modules.find(modules[k]);
+      if (it != runs[i].plan->modules.end()) v[k] = candidate_bpw(pool, modules[k], it->second).value();
+    }
+    alloc.push_back(std::move(v));
+  }
+  std::vector<double> corr(runs.size(), NAN);
+  for (size_t i : planned)
+    if (runs[i].scores && !runs[i].scores->p.empty()) corr[i] = choice_correlation(*runs[i].plan, runs[i].scores->p);
+
+  json jcos = nullptr;
+  if (!planned.empty()) {
+    md += "\n## Allocations\n\n";
+    md += row({"method", "run", "linear bpw", "types (modules)", "r(p, choice)"});
+    md += row({"---", "---", "---", "---", "---"});
+    for (size_t i : planned) {
+      const Run& r = runs[i];
+      std::map<std::string, int> count;
+      std::map<std::string, double> bpw_of;
+      for (const auto& [m, id] : r.plan->modules) {
+        ++count[id];
+        if (!bpw_of.count(id)) { auto b = candidate_bpw(pool, m, id); bpw_of[id] = b.is_ok() ? *b : 0; }
+      }
+      std::vector<std::pair<double, std::string>> by_bpw;
+      for (const auto& [id, n] : count) by_bpw.push_back({bpw_of[id], id});
+      std::sort(by_bpw.begin(), by_bpw.end());
+      std::string types;
+      for (const auto& [b, id] : by_bpw) types += fmt::format("{}{} {}", types.empty() ? "" : ", ", id, count[id]);
+      md += row({r.method, r.label.empty() ? "–" : r.label, r.linear_bpw ? fmt::format("{:.3f}", *r.linear_bpw) : "–",
+                 types, std::isfinite(corr[i]) ? fmt::format("{:.4f}", corr[i]) : "–"});
+      jruns[i]["types"] = count;
+      jruns[i]["pearson_p_choice"] = std::isfinite(corr[i]) ? json(corr[i]) : json(nullptr);
+    }
+    if (planned.size() >= 2) {
+      json labels = json::array(), mat = json::array();
+      for (size_t a = 0; a < planned.size(); ++a) {
+        labels.push_back(run_title(runs[planned[a]]));
+        json rowj = json::array();
+        for (size_t b = 0; b < planned.size(); ++b) {
+          const double c = cosine_similarity(alloc[a], alloc[b]);
+          rowj.push_back(std::isfinite(c) ? json(c) : json(nullptr));
+        }
+        mat.push_back(rowj);
+      }
+      jcos = {{"labels", labels}, {"matrix", mat},
+              {"vector", "per-module bits per weight of the chosen candidate"}};
+    }
+  }
+
+  rep.table_md = md;
+  rep.summary = json_header(kReportSchema, 1);
+  rep.summary["pool"] = pool ? json(pool->dir) : json(nullptr);
+  rep.summary["runs"] = jruns;
+  rep.summary["cosine"] = jcos;
+
+  GAMMA_RETURN_IF_ERROR(draw_plots(runs, pool, opt, planned, corr, &rep));
   return rep;
 }
 
