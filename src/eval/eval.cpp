@@ -122,6 +122,189 @@ std::string teacher_cache_path(const std::string& teacher_sha, const std::string
   return dir + "/kld-base-" + sha256_hex(key.data(), key.size()).substr(0, 32) + ".logits";
 }
 
+// Perplexity, and KLD against the teacher when there is one: the teacher's log-probs come
+// from an existing base file (--kld-base), gamma's cache, or the teacher run side by side
+// (and written to the base file or the cache when there is room).
+Status eval_text_part(const EvalRequest& req, const LlamaModel& model_ref, LogprobReader* reader, json* out_json,
+                      json* settings_json) {
+  json& out = *out_json;
+  json& settings = *settings_json;
+  const LlamaModel* model = &model_ref;
+  TextEvalOptions opt;
+  opt.n_batch = req.n_batch;
+  opt.n_ubatch = req.n_ubatch;
+  opt.n_threads = req.n_threads;
+  opt.n_ctx = req.n_ctx > 0 ? req.n_ctx : 512;
+  std::vector<llama_token> tokens;
+  std::string text_sha;
+  size_t text_tokens = 0;
+  if (!req.text.empty()) {
+    GAMMA_ASSIGN_OR_RETURN(tokens, tokenize_text(*model, req.text));
+    text_tokens = tokens.size();
+    GAMMA_ASSIGN_OR_RETURN(text_sha, sha256_file(req.text));
+  }
+  int n_chunks = 0;
+  BaseSource base;
+  std::unique_ptr<LlamaModel> teacher;
+  std::string base_path;  // file the base log-probs come from or go to
+  bool base_reused = false;
+
+  if (reader) {
+    // An existing llama-perplexity (or gamma) base file fixes n_ctx and the tokens.
+    const auto& in = reader->info();
+    if (req.n_ctx > 0 && uint32_t(req.n_ctx) != in.n_ctx)
+      return Status::errorf("--ctx {} differs from the n_ctx {} of {}", req.n_ctx, in.n_ctx, req.kld_base);
+    if (in.n_vocab != model->n_vocab())
+      return Status::errorf("vocabulary mismatch: {} has {} tokens, {} was computed with {}", req.model,
+                            model->n_vocab(), req.kld_base, in.n_vocab);
+    opt.n_ctx = int(in.n_ctx);
+    if (req.n_chunks > in.n_chunk)
+      return Status::errorf("--chunks {} asks for more than the {} chunks in {}", req.n_chunks, in.n_chunk,
+                            req.kld_base);
+    n_chunks = req.n_chunks > 0 ? req.n_chunks : in.n_chunk;
+    if (!tokens.empty() && !same_prefix(tokens, in.tokens, size_t(n_chunks) * opt.n_ctx))
+      return Status::errorf("{} was computed on other tokens than {} tokenized by {}", req.kld_base, req.text,
+                            req.model);
+    tokens = in.tokens;
+    base.reader = reader;
+    base_path = req.kld_base;
+    base_reused = true;
+  } else {
+    GAMMA_ASSIGN_OR_RETURN(n_chunks, chunks_for(tokens.size(), opt.n_ctx, req.n_chunks));
+  }
+
+  std::unique_ptr<LogprobReader> cached;
+  bool write_base = false;
+  if (!reader && !req.teacher.empty()) {
+    GAMMA_ASSIGN_OR_RETURN(std::string teacher_sha, sha256_file_cached(req.teacher));
+    const uint64_t need = logprob_file_bytes(opt.n_ctx, model->n_vocab(), n_chunks);
+    if (!req.kld_base.empty()) {
+      base_path = req.kld_base;
+      GAMMA_RETURN_IF_ERROR(check_writable_dir(base_path));
+      std::string dir = std::filesystem::path(base_path).parent_path().string();
+      if (!disk_fits(dir.empty() ? "." : dir, need))
+        return Status::errorf("not enough free disk for {} ({:.2f} GB of teacher log-probs)", base_path,
+                              double(need) / 1e9);
+      write_base = true;
+    } else if (req.cache) {
+      base_path = teacher_cache_path(teacher_sha, text_sha, opt.n_ctx, opt.n_batch, opt.n_ubatch);
+      if (exists(base_path)) {
+        // Reuse when it covers the request and was made from these very tokens; else redo.
+        auto r = LogprobReader::open(base_path);
+        if (r && r.value()->info().n_ctx == uint32_t(opt.n_ctx) && r.value()->info().n_chunk >= n_chunks &&
+            r.value()->info().n_vocab == model->n_vocab() &&
+            same_prefix(tokens, r.value()->info().tokens, size_t(n_chunks) * opt.n_ctx)) {
+          cached = std::move(r.value());
+          base.reader = cached.get();
+          base_reused = true;
+        }
+      }
+      if (!cached) {
+        write_base = check_writable_dir(base_path).is_ok() &&
+                     disk_fits(std::filesystem::path(base_path).parent_path().string(), need);
+        if (!write_base) base_path.clear();  // side by side, nothing saved
+      }
+    }
+    if (!cached) {
+      GAMMA_ASSIGN_OR_RETURN(teacher, LlamaModel::load(req.teacher));
+      base.teacher = teacher.get();
+    }
+    GAMMA_ASSIGN_OR_RETURN(uint64_t teacher_bytes, file_size(req.teacher));
+    out["teacher"] = {{"path", req.teacher}, {"sha256", teacher_sha}, {"file_bytes", teacher_bytes}};
+  } else if (!req.teacher.empty()) {
+    GAMMA_ASSIGN_OR_RETURN(std::string teacher_sha, sha256_file_cached(req.teacher));
+    GAMMA_ASSIGN_OR_RETURN(uint64_t teacher_bytes, file_size(req.teacher));
+    out["teacher"] = {{"path", req.teacher}, {"sha256", teacher_sha}, {"file_bytes", teacher_bytes}};
+  }
+
+  const bool kl = base.reader || base.teacher;
+  Progress progress(kl ? "eval kld" : "eval ppl", n_chunks);
+  Progress* pp = req.progress ? &progress : nullptr;
+  Result<TextEvalResult> res = Status::error("not run");
+  if (write_base) {
+    LogprobFileInfo info;
+    info.n_ctx = uint32_t(opt.n_ctx);
+    info.n_vocab = model->n_vocab();
+    info.n_chunk = n_chunks;
+    info.tokens.assign(tokens.begin(), tokens.begin() + size_t(n_chunks) * opt.n_ctx);
+    // The base file appears only once complete (temp + rename).
+    Status st = write_atomic(base_path, [&](const std::string& tmp) -> Status {
+      GAMMA_ASSIGN_OR_RETURN(auto writer, LogprobWriter::create(tmp, info));
+      base.writer = writer.get();
+      res = eval_text(*model, tokens, n_chunks, opt, &base, pp);
+      base.writer = nullptr;
+      if (!res) return res.status();
+      return writer->close();
+    });
+    if (!res) return res.status();
+    GAMMA_RETURN_IF_ERROR(st);
+  } else {
+    res = eval_text(*model, tokens, n_chunks, opt, kl ? &base : nullptr, pp);
+    if (!res) return res.status();
+  }
+  if (pp) progress.finish();
+  const TextEvalResult& r = res.value();
+
+  settings["ctx"] = opt.n_ctx;
+  settings["chunks"] = n_chunks;
+  {
+    const int n_seq = std::max(1, opt.n_batch / opt.n_ctx);
+    const int nb = std::min(opt.n_batch, n_seq * opt.n_ctx);
+    settings["ubatch"] = std::min(opt.n_ubatch, nb);
+  }
+  settings["text"] = req.text.empty() ? json(nullptr)
+                                      : json{{"path", req.text}, {"sha256", text_sha}, {"tokens", text_tokens}};
+  json ppl;
+  ppl["ppl"] = r.ppl.ppl;
+  ppl["ppl_stderr"] = r.ppl.ppl_stderr;
+  ppl["nll_mean"] = r.ppl.nll_mean;
+  ppl["nll_stderr"] = r.ppl.nll_stderr;
+  ppl["chunks"] = n_chunks;
+  ppl["tokens_scored"] = r.ppl.n_scored;
+  ppl["seconds"] = r.seconds;
+  ppl["tokens_per_second"] = r.seconds > 0 ? double(n_chunks) * opt.n_ctx / r.seconds : 0.0;
+  out["perplexity"] = ppl;
+  if (r.kld) {
+    json k = kld_json(*r.kld);
+    k["base_file"] = base_path.empty() ? json(nullptr) : json(base_path);
+    k["base_reused"] = base_reused;
+    out["kld"] = k;
+  }
+  return Status::ok();
+}
+
+// Zero-shot multiple choice on each task.
+Status eval_tasks_part(const EvalRequest& req, const LlamaModel& model_ref, const std::vector<McTask>& tasks,
+                       json* out_json, json* settings_json) {
+  json& out = *out_json;
+  json& settings = *settings_json;
+  const LlamaModel* model = &model_ref;
+  McOptions mo;
+  mo.n_threads = req.n_threads;
+  mo.n_batch = 512;  // one ubatch per decode: unified-KV attention stays a small share
+  json tj = json::object();
+  for (const McTask& task : tasks) {
+    Progress progress(task.name, int64_t(task.items.size()));
+    GAMMA_ASSIGN_OR_RETURN(McResult r, score_task(*model, task, mo, req.progress ? &progress : nullptr));
+    if (req.progress) progress.finish(fmt::format("acc {:.4f} acc_norm {:.4f}", r.acc, r.acc_norm));
+    GAMMA_ASSIGN_OR_RETURN(std::string task_sha, sha256_file(task.path));
+    tj[task.name] = {{"path", task.path},
+                     {"sha256", task_sha},
+                     {"n", r.n},
+                     {"n_in_file", task.n_in_file},
+                     {"delimiter", task.delimiter},
+                     {"acc", r.acc},
+                     {"acc_stderr", r.acc_stderr},
+                     {"acc_norm", r.acc_norm},
+                     {"acc_norm_stderr", r.acc_norm_stderr},
+                     {"tokens", r.n_tokens},
+                     {"seconds", r.seconds}};
+  }
+  settings["limit"] = req.limit > 0 ? json(req.limit) : json(nullptr);
+  out["tasks"] = tj;
+  return Status::ok();
+}
+
 Result<json> run_eval(const EvalRequest& req) {
   const auto t0 = std::chrono::steady_clock::now();
   init_llama();
@@ -176,174 +359,8 @@ Result<json> run_eval(const EvalRequest& req) {
   settings["threads"] = resolve_threads(req.n_threads);
   settings["batch"] = req.n_batch;
 
-  if (text_mode) {
-    TextEvalOptions opt;
-    opt.n_batch = req.n_batch;
-    opt.n_ubatch = req.n_ubatch;
-    opt.n_threads = req.n_threads;
-    opt.n_ctx = req.n_ctx > 0 ? req.n_ctx : 512;
-    std::vector<llama_token> tokens;
-    std::string text_sha;
-    size_t text_tokens = 0;
-    if (!req.text.empty()) {
-      GAMMA_ASSIGN_OR_RETURN(tokens, tokenize_text(*model, req.text));
-      text_tokens = tokens.size();
-      GAMMA_ASSIGN_OR_RETURN(text_sha, sha256_file(req.text));
-    }
-    int n_chunks = 0;
-    BaseSource base;
-    std::unique_ptr<LlamaModel> teacher;
-    std::string base_path;  // file the base log-probs come from or go to
-    bool base_reused = false;
-
-    if (reader) {
-      // An existing llama-perplexity (or gamma) base file fixes n_ctx and the tokens.
-      const auto& in = reader->info();
-      if (req.n_ctx > 0 && uint32_t(req.n_ctx) != in.n_ctx)
-        return Status::errorf("--ctx {} differs from the n_ctx {} of {}", req.n_ctx, in.n_ctx, req.kld_base);
-      if (in.n_vocab != model->n_vocab())
-        return Status::errorf("vocabulary mismatch: {} has {} tokens, {} was computed with {}", req.model,
-                              model->n_vocab(), req.kld_base, in.n_vocab);
-      opt.n_ctx = int(in.n_ctx);
-      if (req.n_chunks > in.n_chunk)
-        return Status::errorf("--chunks {} asks for more than the {} chunks in {}", req.n_chunks, in.n_chunk,
-                              req.kld_base);
-      n_chunks = req.n_chunks > 0 ? req.n_chunks : in.n_chunk;
-      if (!tokens.empty() && !same_prefix(tokens, in.tokens, size_t(n_chunks) * opt.n_ctx))
-        return Status::errorf("{} was computed on other tokens than {} tokenized by {}", req.kld_base, req.text,
-                              req.model);
-      tokens = in.tokens;
-      base.reader = reader.get();
-      base_path = req.kld_base;
-      base_reused = true;
-    } else {
-      GAMMA_ASSIGN_OR_RETURN(n_chunks, chunks_for(tokens.size(), opt.n_ctx, req.n_chunks));
-    }
-
-    std::unique_ptr<LogprobReader> cached;
-    bool write_base = false;
-    if (!reader && !req.teacher.empty()) {
-      GAMMA_ASSIGN_OR_RETURN(std::string teacher_sha, sha256_file_cached(req.teacher));
-      const uint64_t need = logprob_file_bytes(opt.n_ctx, model->n_vocab(), n_chunks);
-      if (!req.kld_base.empty()) {
-        base_path = req.kld_base;
-        GAMMA_RETURN_IF_ERROR(check_writable_dir(base_path));
-        std::string dir = std::filesystem::path(base_path).parent_path().string();
-        if (!disk_fits(dir.empty() ? "." : dir, need))
-          return Status::errorf("not enough free disk for {} ({:.2f} GB of teacher log-probs)", base_path,
-                                double(need) / 1e9);
-        write_base = true;
-      } else if (req.cache) {
-        base_path = teacher_cache_path(teacher_sha, text_sha, opt.n_ctx, opt.n_batch, opt.n_ubatch);
-        if (exists(base_path)) {
-          // Reuse when it covers the request and was made from these very tokens; else redo.
-          auto r = LogprobReader::open(base_path);
-          if (r && r.value()->info().n_ctx == uint32_t(opt.n_ctx) && r.value()->info().n_chunk >= n_chunks &&
-              r.value()->info().n_vocab == model->n_vocab() &&
-              same_prefix(tokens, r.value()->info().tokens, size_t(n_chunks) * opt.n_ctx)) {
-            cached = std::move(r.value());
-            base.reader = cached.get();
-            base_reused = true;
-          }
-        }
-        if (!cached) {
-          write_base = check_writable_dir(base_path).is_ok() &&
-                       disk_fits(std::filesystem::path(base_path).parent_path().string(), need);
-          if (!write_base) base_path.clear();  // side by side, nothing saved
-        }
-      }
-      if (!cached) {
-        GAMMA_ASSIGN_OR_RETURN(teacher, LlamaModel::load(req.teacher));
-        base.teacher = teacher.get();
-      }
-      GAMMA_ASSIGN_OR_RETURN(uint64_t teacher_bytes, file_size(req.teacher));
-      out["teacher"] = {{"path", req.teacher}, {"sha256", teacher_sha}, {"file_bytes", teacher_bytes}};
-    } else if (!req.teacher.empty()) {
-      GAMMA_ASSIGN_OR_RETURN(std::string teacher_sha, sha256_file_cached(req.teacher));
-      GAMMA_ASSIGN_OR_RETURN(uint64_t teacher_bytes, file_size(req.teacher));
-      out["teacher"] = {{"path", req.teacher}, {"sha256", teacher_sha}, {"file_bytes", teacher_bytes}};
-    }
-
-    const bool kl = base.reader || base.teacher;
-    Progress progress(kl ? "eval kld" : "eval ppl", n_chunks);
-    Progress* pp = req.progress ? &progress : nullptr;
-    Result<TextEvalResult> res = Status::error("not run");
-    if (write_base) {
-      LogprobFileInfo info;
-      info.n_ctx = uint32_t(opt.n_ctx);
-      info.n_vocab = model->n_vocab();
-      info.n_chunk = n_chunks;
-      info.tokens.assign(tokens.begin(), tokens.begin() + size_t(n_chunks) * opt.n_ctx);
-      // The base file appears only once complete (temp + rename).
-      Status st = write_atomic(base_path, [&](const std::string& tmp) -> Status {
-        GAMMA_ASSIGN_OR_RETURN(auto writer, LogprobWriter::create(tmp, info));
-        base.writer = writer.get();
-        res = eval_text(*model, tokens, n_chunks, opt, &base, pp);
-        base.writer = nullptr;
-        if (!res) return res.status();
-        return writer->close();
-      });
-      if (!res) return res.status();
-      GAMMA_RETURN_IF_ERROR(st);
-    } else {
-      res = eval_text(*model, tokens, n_chunks, opt, kl ? &base : nullptr, pp);
-      if (!res) return res.status();
-    }
-    if (pp) progress.finish();
-    const TextEvalResult& r = res.value();
-
-    settings["ctx"] = opt.n_ctx;
-    settings["chunks"] = n_chunks;
-    {
-      const int n_seq = std::max(1, opt.n_batch / opt.n_ctx);
-      const int nb = std::min(opt.n_batch, n_seq * opt.n_ctx);
-      settings["ubatch"] = std::min(opt.n_ubatch, nb);
-    }
-    settings["text"] = req.text.empty() ? json(nullptr)
-                                        : json{{"path", req.text}, {"sha256", text_sha}, {"tokens", text_tokens}};
-    json ppl;
-    ppl["ppl"] = r.ppl.ppl;
-    ppl["ppl_stderr"] = r.ppl.ppl_stderr;
-    ppl["nll_mean"] = r.ppl.nll_mean;
-    ppl["nll_stderr"] = r.ppl.nll_stderr;
-    ppl["chunks"] = n_chunks;
-    ppl["tokens_scored"] = r.ppl.n_scored;
-    ppl["seconds"] = r.seconds;
-    ppl["tokens_per_second"] = r.seconds > 0 ? double(n_chunks) * opt.n_ctx / r.seconds : 0.0;
-    out["perplexity"] = ppl;
-    if (r.kld) {
-      json k = kld_json(*r.kld);
-      k["base_file"] = base_path.empty() ? json(nullptr) : json(base_path);
-      k["base_reused"] = base_reused;
-      out["kld"] = k;
-    }
-  }
-
-  if (!tasks.empty()) {
-    McOptions mo;
-    mo.n_threads = req.n_threads;
-    mo.n_batch = 512;  // one ubatch per decode: unified-KV attention stays a small share
-    json tj = json::object();
-    for (const McTask& task : tasks) {
-      Progress progress(task.name, int64_t(task.items.size()));
-      GAMMA_ASSIGN_OR_RETURN(McResult r, score_task(*model, task, mo, req.progress ? &progress : nullptr));
-      if (req.progress) progress.finish(fmt::format("acc {:.4f} acc_norm {:.4f}", r.acc, r.acc_norm));
-      GAMMA_ASSIGN_OR_RETURN(std::string task_sha, sha256_file(task.path));
-      tj[task.name] = {{"path", task.path},
-                       {"sha256", task_sha},
-                       {"n", r.n},
-                       {"n_in_file", task.n_in_file},
-                       {"delimiter", task.delimiter},
-                       {"acc", r.acc},
-                       {"acc_stderr", r.acc_stderr},
-                       {"acc_norm", r.acc_norm},
-                       {"acc_norm_stderr", r.acc_norm_stderr},
-                       {"tokens", r.n_tokens},
-                       {"seconds", r.seconds}};
-    }
-    settings["limit"] = req.limit > 0 ? json(req.limit) : json(nullptr);
-    out["tasks"] = tj;
-  }
+  if (text_mode) GAMMA_RETURN_IF_ERROR(eval_text_part(req, *model, reader.get(), &out, &settings));
+  if (!tasks.empty()) GAMMA_RETURN_IF_ERROR(eval_tasks_part(req, *model, tasks, &out, &settings));
   out["settings"] = settings;
   out["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
