@@ -47,6 +47,33 @@ struct Rng {
 };
 enum Stream : uint64_t { kGumbel = 1, kBatch = 2, kLayers = 3 };
 
+// The batch of a step: consecutive slices of a per-epoch permutation of the sequences.
+std::vector<int> batch_of(uint64_t seed, int step, int B, int n_seq) {
+  std::vector<int> seqs;
+  for (int b = 0; b < B; ++b) {
+    const int64_t idx = int64_t(step) * B + b, epoch = idx / n_seq;
+    std::vector<int> perm(static_cast<size_t>(n_seq));
+    for (int i = 0; i < n_seq; ++i) perm[size_t(i)] = i;
+    Rng r(seed, uint64_t(epoch), kBatch);
+    for (int i = n_seq - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[size_t(r.below(uint64_t(i) + 1))]);
+    seqs.push_back(perm[size_t(idx % n_seq)]);
+  }
+  return seqs;
+}
+
+// The layers of a step: all, or k drawn without replacement (each with probability k/L), sorted.
+std::vector<int> layers_of(uint64_t seed, int step, int L, int k) {
+  std::vector<int> layers(static_cast<size_t>(L));
+  for (int l = 0; l < L; ++l) layers[size_t(l)] = l;
+  if (k < L) {
+    Rng r(seed, uint64_t(step), kLayers);
+    for (int i = 0; i < k; ++i) std::swap(layers[size_t(i)], layers[size_t(i) + size_t(r.below(uint64_t(L - i)))]);
+    layers.resize(size_t(k));
+    std::sort(layers.begin(), layers.end());
+  }
+  return layers;
+}
+
 struct Mod {
   const ModuleEntry* e = nullptr;
   int kind = -1;
@@ -378,27 +405,9 @@ Result<LearnResult> learn(const LearnOptions& opt_in) {
       }
     }
     const auto& wmix = opt.estimator == "st" ? w : p;  // what the layers are run with
-    // The batch: consecutive slices of a per-epoch permutation of the sequences.
-    std::vector<int> seqs;
-    for (int b = 0; b < B; ++b) {
-      const int64_t idx = int64_t(step) * B + b, epoch = idx / n_seq;
-      std::vector<int> perm(static_cast<size_t>(n_seq));
-      for (int i = 0; i < n_seq; ++i) perm[size_t(i)] = i;
-      Rng r(opt.seed, uint64_t(epoch), kBatch);
-      for (int i = n_seq - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[size_t(r.below(uint64_t(i) + 1))]);
-      seqs.push_back(perm[size_t(idx % n_seq)]);
-    }
-    // The layers: all, or k drawn without replacement (each with probability k/L). Step 0
-    // always takes all: its MSE becomes the unit of the MSE term.
-    std::vector<int> layers(static_cast<size_t>(L));
-    for (int l = 0; l < L; ++l) layers[size_t(l)] = l;
-    const int k_step = step == 0 ? L : k_layers;
-    if (k_step < L) {
-      Rng r(opt.seed, uint64_t(step), kLayers);
-      for (int i = 0; i < k_step; ++i) std::swap(layers[size_t(i)], layers[size_t(i) + size_t(r.below(uint64_t(L - i)))]);
-      layers.resize(size_t(k_step));
-      std::sort(layers.begin(), layers.end());
-    }
+    const std::vector<int> seqs = batch_of(opt.seed, step, B, n_seq);
+    const int k_step = step == 0 ? L : k_layers;  // step 0 takes all: its MSE is the MSE term's unit
+    std::vector<int> layers = layers_of(opt.seed, step, L, k_step);
 
     double mse = 0;
     if (opt.objective == "ce") {  // chained forward keeping each layer's input, then backward
