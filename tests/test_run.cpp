@@ -70,7 +70,7 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
   EXPECT_TRUE((*j)["verdict"]["winner"] == "gamma" || (*j)["verdict"]["winner"] == "llama.cpp");
   EXPECT_TRUE(fs::exists(d / "w/run.png"));
   // Every model was scored against one teacher base file, and llama-perplexity reads it.
-  const std::string base = d / "w/teacher-report-c128-n4.kld";
+  const std::string base = d / "w/teacher-report-wiki.test-c128-n4.kld";
   ASSERT_TRUE(fs::exists(base));
   auto lp = run_llama_tool(llama_tool("llama-perplexity") + " -m " + rows[0]["path"].get<std::string>() +
                                " --kl-divergence-base " + base + " --kl-divergence -c 128 --chunks 4 -t 2",

@@ -24,7 +24,7 @@ double eval_seconds(const ModelSize& m, double tokens, bool teacher_cached) {
 
 double dequantize_seconds(const ModelSize& m) { return 10 * m.params / 1e9; }
 
-double pool_type_seconds(const ModelSize& m, const std::string& type) {
+double pool_type_seconds(const ModelSize& m, const std::string& type, double params) {
   // Seconds per 1e9 linear weights at 2 threads, from the Qwen pool's part sidecars
   // (results/iq_qwen/types.md); the imatrix-searched IQ grids are the slow ones.
   static const std::map<std::string, double> kSecPerG = {
@@ -33,7 +33,7 @@ double pool_type_seconds(const ModelSize& m, const std::string& type) {
       {"Q5_0", 19},     {"Q5_K", 62},    {"Q5_1", 60},    {"Q6_K", 19}, {"Q8_0", 9}};
   auto it = kSecPerG.find(type);
   const double per_g = it != kSecPerG.end() ? it->second : 100;
-  return per_g * m.linear_params / 1e9 * 2.0 / std::max(1, m.threads);
+  return per_g * params / 1e9 * 2.0 / std::max(1, m.threads);
 }
 
 double hawq_seconds(const ModelSize& m, int samples, double calib_tokens) {

@@ -21,8 +21,8 @@ double teacher_seconds(const ModelSize& m, double tokens);
 // teacher's forward the first time (when the base file is not cached yet).
 double eval_seconds(const ModelSize& m, double tokens, bool teacher_cached);
 double dequantize_seconds(const ModelSize& m);
-// One candidate type of the pool over every linear module.
-double pool_type_seconds(const ModelSize& m, const std::string& type);
+// One candidate type of the pool over the `params` weights of the modules that take it.
+double pool_type_seconds(const ModelSize& m, const std::string& type, double params);
 double hawq_seconds(const ModelSize& m, int samples, double calib_tokens);
 double learn_seconds(const ModelSize& m, int steps, int layers_per_step, int batch_tokens);
 // llama-quantize of one standard mix from the F32 teacher.

@@ -75,8 +75,16 @@ struct Env {
     return Status::ok();
   }
   std::vector<std::string> q() const { return quiet ? std::vector<std::string>{"-q"} : std::vector<std::string>{}; }
-  std::string kld_base(const std::string& text_tag, int chunks) const {
-    return W + fmt::format("/teacher-{}-c{}-n{}.kld", text_tag, o.eval_ctx, chunks);
+  // Which text and chunks a measurement is on: "valid-wiki.valid-c512-n8". It names the
+  // teacher's base file and every eval result, so a run with another text never reuses one.
+  std::string eval_tag(bool validation) const {
+    return fmt::format("{}-{}-c{}-n{}", validation ? "valid" : "report",
+                       fs::path(validation ? valid_text : report_text).stem().string(), o.eval_ctx,
+                       validation ? valid_chunks : o.eval_chunks);
+  }
+  std::string kld_base(bool validation) const { return W + "/teacher-" + eval_tag(validation) + ".kld"; }
+  std::string eval_path(const std::string& stem, bool validation) const {
+    return stem + "." + eval_tag(validation) + ".json";
   }
 };
 
@@ -184,10 +192,13 @@ struct Variant {
   double kld = 0, kld_err = 0;  // validation
 };
 
-Result<json> eval_file(Env& e, const std::string& gguf, const std::string& out, bool validation) {
+// gamma eval of `gguf` against the teacher on the validation or the report text, into
+// STEM.<eval_tag>.json (reused when there).
+Result<json> eval_file(Env& e, const std::string& gguf, const std::string& stem, bool validation) {
   const int chunks = validation ? e.valid_chunks : e.o.eval_chunks;
   const std::string text = validation ? e.valid_text : e.report_text;
-  const std::string base = e.kld_base(validation ? "valid" : "report", chunks);
+  const std::string base = e.kld_base(validation);
+  const std::string out = e.eval_path(stem, validation);
   if (exists(out)) {  // a cached result; a corrupt one (a torn write by another tool) is redone
     auto j = read_json(out, "gamma.eval", 1);
     if (j.is_ok() || j.status().code() != Status::Code::kCorrupt) return j;
@@ -236,8 +247,8 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const std:
       v.head_type = h;
       v.name = s.name + (h.empty() ? "" : "-" + head.substr(0, head.find('.')) + "-" + h);
       v.plan = dir + "/plan-" + v.name + ".json";
-      const std::string gguf = dir + "/" + v.name + ".gguf", ej = dir + "/" + v.name + ".valid.json";
-      if (!read_json(ej, "gamma.eval", 1).is_ok()) {
+      const std::string gguf = dir + "/" + v.name + ".gguf", stem = dir + "/" + v.name;
+      if (!read_json(e.eval_path(stem, true), "gamma.eval", 1).is_ok()) {
         GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("solve + emit {} at {}", v.name, format_size(size)), run::emit_seconds(e.ms),
                                       [&]() -> Status {
                                         std::vector<std::string> cmd = {e.G, "solve", e.pool, "--size",
@@ -248,7 +259,7 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const std:
                                         return run_step("emit", {e.G, "emit", e.pool, v.plan, "-o", gguf});
                                       }));
       }
-      GAMMA_ASSIGN_OR_RETURN(json j, eval_file(e, gguf, ej, true));
+      GAMMA_ASSIGN_OR_RETURN(json j, eval_file(e, gguf, stem, true));
       fs::remove(gguf, ec);
       v.bytes = j["model"]["file_bytes"].get<uint64_t>();
       v.kld = j["kld"]["mean"].get<double>();
@@ -358,10 +369,10 @@ Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted) {
   }
   GAMMA_ASSIGN_OR_RETURN(uint64_t bytes, file_size(r.path));
   r.bytes = bytes;
-  GAMMA_ASSIGN_OR_RETURN(json v, eval_file(e, r.path, e.W + "/llama-" + mix + ".valid.json", true));
+  GAMMA_ASSIGN_OR_RETURN(json v, eval_file(e, r.path, e.W + "/llama-" + mix, true));
   r.valid_kld = v["kld"]["mean"].get<double>();
   r.valid_err = v["kld"]["stderr"].get<double>();
-  GAMMA_ASSIGN_OR_RETURN(r.report, eval_file(e, r.path, e.W + "/llama-" + mix + ".report.json", false));
+  GAMMA_ASSIGN_OR_RETURN(r.report, eval_file(e, r.path, e.W + "/llama-" + mix, false));
   return r;
 }
 
@@ -415,6 +426,14 @@ Status draw_run_png(const std::string& path, const json& summary) {
 
 // ---- dry run ---------------------------------------------------------------------------------
 
+// The estimated pool time of `type`: over the weights of the modules that take it.
+double pool_seconds(const Env& e, const Manifest& preview, const std::string& type) {
+  double params = 0;
+  for (const auto& m : preview.modules)
+    if (m.find(type)) params += double(m.n_params);
+  return run::pool_type_seconds(e.ms, type, params);
+}
+
 Status dry_run(Env& e, const Manifest& preview, const Range& range) {
   const auto& o = e.o;
   double total = 0;
@@ -435,13 +454,13 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range) {
   line("dequantize -> teacher (F32)", exists(e.teacher), run::dequantize_seconds(e.ms), uint64_t(4 * e.ms.params));
   if (o.imatrix == "auto")
     line(fmt::format("llama-imatrix ({} x {} tokens)", o.imatrix_chunks, o.eval_ctx), exists(e.imatrix),
-         run::teacher_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx) / 2, 4 << 20);
+         run::teacher_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx), 4 << 20);
   const bool pool_done = exists(e.pool + "/manifest.json");
   for (const auto& t : preview.types) {
     uint64_t bytes = 0;
     for (const auto& m : preview.modules)
       if (auto* c = m.find(t)) bytes += c->file_bytes;
-    line("pool " + t, pool_done || exists(e.pool + "/cand-" + t + ".gguf"), run::pool_type_seconds(e.ms, t), bytes);
+    line("pool " + t, pool_done || exists(e.pool + "/cand-" + t + ".gguf"), pool_seconds(e, preview, t), bytes);
   }
   for (const auto& s : o.scorers) {
     if (s == "hawq") line("hawq (HAWQ-V2 traces)", exists(e.W + "/scores-hawq.json"),
@@ -478,7 +497,7 @@ Status make_inputs(Env& e, const PoolOptions& po, const Manifest& preview) {
   if (o.imatrix == "auto" && !exists(e.imatrix))
     GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("llama-imatrix ({} chunks of {} tokens of {}) -> {}", o.imatrix_chunks,
                                               o.eval_ctx, fs::path(e.calib).filename().string(), e.imatrix),
-                                  run::teacher_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx) / 2, [&]() -> Status {
+                                  run::teacher_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx), [&]() -> Status {
       const std::string tmp = e.W + "/imatrix.partial.gguf";
       GAMMA_RETURN_IF_ERROR(run_tool("imatrix",
           {o.llama_bin + "/llama-imatrix", "-m", e.model, "-f", e.calib, "-c", std::to_string(o.eval_ctx), "--chunks",
@@ -489,7 +508,7 @@ Status make_inputs(Env& e, const PoolOptions& po, const Manifest& preview) {
   // 4. Pool (resumes by itself).
   if (!exists(e.pool + "/manifest.json")) {
     double eta = 0;
-    for (const auto& t : preview.types) eta += run::pool_type_seconds(e.ms, t);
+    for (const auto& t : preview.types) eta += pool_seconds(e, preview, t);
     std::string types_csv;
     for (const auto& t : po.types) types_csv += (types_csv.empty() ? "" : ",") + t;
     std::vector<std::string> cmd = {e.G, "pool", e.model, "--types", types_csv, "-o", e.pool, "-t", e.T};
@@ -501,39 +520,48 @@ Status make_inputs(Env& e, const PoolOptions& po, const Manifest& preview) {
 }
 
 // gamma's chosen scorer and head rule solved at a mix's size and measured on the report text:
-// one point of the front in run.png.
+// one point of the front in run.png. A plan identical to one measured already (above a size
+// where the pool's best is reached, every budget gives the same file) reuses that measurement.
 Result<json> front_point(Env& e, const Manifest& man, const std::vector<Scorer>& scorers, const Variant& best,
-                         const solve::Allocator& stat, const MixRow& m) {
+                         const solve::Allocator& stat, const MixRow& m, std::map<std::string, json>* measured) {
   const std::string dir = e.W + "/at-" + std::to_string(m.bytes);
   const std::string plan = dir + "/front-" + best.name + ".json", gguf = dir + "/front-" + best.name + ".gguf";
-  const std::string ej = dir + "/front-" + best.name + ".report.json";
+  const std::string stem = dir + "/front-" + best.name, ej = e.eval_path(stem, false);
+  const std::string label = "gamma at " + m.name + "'s size";
   if (!read_json(ej, "gamma.eval", 1).is_ok()) {
     std::error_code ec;
     fs::create_directories(dir, ec);
     const Scorer& s = *std::find_if(scorers.begin(), scorers.end(), [&](const Scorer& x) { return x.name == best.scorer; });
-    GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("solve + emit {} at {}'s size", best.name, m.name), run::emit_seconds(e.ms),
-                                  [&]() -> Status {
-      std::vector<std::string> cmd = {e.G, "solve", e.pool, "--size", std::to_string(m.bytes), "-o", plan};
-      cmd.insert(cmd.end(), s.args.begin(), s.args.end());
-      if (!best.head_type.empty()) {
-        // the same rule: one step cheaper than the default head at that size
-        solve::Budget b;
-        b.kind = solve::Budget::Kind::kFileBytes;
-        b.file_bytes = m.bytes;
-        GAMMA_ASSIGN_OR_RETURN(auto a, stat.solve(b));
-        const std::string head = output_head(man), c = cheaper_head_type(man, head, a.plan.fixed.at(head));
-        if (!c.empty()) cmd.insert(cmd.end(), {"--fixed", head + "=" + c});
-      }
-      GAMMA_RETURN_IF_ERROR(run_step("solve", cmd));
-      return run_step("emit", {e.G, "emit", e.pool, plan, "-o", gguf});
-    }));
-    auto ev = eval_file(e, gguf, ej, false);
+    std::vector<std::string> cmd = {e.G, "solve", e.pool, "--size", std::to_string(m.bytes), "-o", plan};
+    cmd.insert(cmd.end(), s.args.begin(), s.args.end());
+    if (!best.head_type.empty()) {  // the same rule: one step cheaper than the default head at that size
+      solve::Budget b;
+      b.kind = solve::Budget::Kind::kFileBytes;
+      b.file_bytes = m.bytes;
+      GAMMA_ASSIGN_OR_RETURN(auto a, stat.solve(b));
+      const std::string head = output_head(man), c = cheaper_head_type(man, head, a.plan.fixed.at(head));
+      if (!c.empty()) cmd.insert(cmd.end(), {"--fixed", head + "=" + c});
+    }
+    GAMMA_RETURN_IF_ERROR(run_step("solve", cmd));
+    GAMMA_ASSIGN_OR_RETURN(Plan pl, Plan::load(plan));
+    const std::string key = json{pl.modules, pl.fixed}.dump();
+    if (auto it = measured->find(key); it != measured->end()) {
+      json row = it->second;
+      row["label"] = label;
+      row["same_file_as"] = it->second["label"];
+      return row;
+    }
+    GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("emit {} at {}'s size", best.name, m.name), run::emit_seconds(e.ms),
+                                  [&] { return run_step("emit", {e.G, "emit", e.pool, plan, "-o", gguf}); }));
+    auto ev = eval_file(e, gguf, stem, false);
     std::error_code ec2;
     fs::remove(gguf, ec2);
     if (!ev.is_ok()) return ev.status();
   }
   GAMMA_ASSIGN_OR_RETURN(json fj, read_json(ej, "gamma.eval", 1));
-  return report_row("gamma at " + m.name + "'s size", plan, fj, NAN);
+  json row = report_row(label, plan, fj, NAN);
+  if (auto pl = Plan::load(plan); pl.is_ok()) (*measured)[json{pl->modules, pl->fixed}.dump()] = row;
+  return row;
 }
 
 // The table (report text), the verdict in words and where everything is.
@@ -656,7 +684,8 @@ Status run_pipeline(const RunOptions& o) {
   }
   GAMMA_ASSIGN_OR_RETURN(auto vs, variants_at(e, man, scorers, std::min(budget, range.max)));
   const Variant best = best_of(vs);
-  const std::string out = e.W + "/gamma-" + std::to_string(budget) + ".gguf";
+  // Named by budget and variant: a rerun that chooses another variant never reports a stale file.
+  const std::string out = e.W + "/gamma-" + std::to_string(budget) + "-" + best.name + ".gguf";
   GAMMA_RETURN_IF_ERROR(emit_variant(e, best, out));
   std::printf("== chosen on validation: %s (KLD %.6f +/- %.6f, %s)\n", best.name.c_str(), best.kld, best.kld_err,
               format_size(best.bytes).c_str());
@@ -696,10 +725,12 @@ Status run_pipeline(const RunOptions& o) {
   for (const auto& v : vs) summary["tried"].push_back(variant_json(v));
   summary["chosen"] = variant_json(best);
   summary["max_kld_probes"] = probes;
-  GAMMA_ASSIGN_OR_RETURN(json mine, eval_file(e, out, out.substr(0, out.size() - 5) + ".report.json", false));
+  GAMMA_ASSIGN_OR_RETURN(json mine, eval_file(e, out, out.substr(0, out.size() - 5), false));
   summary["rows"] = json::array({report_row("gamma (" + best.name + ")", out, mine, best.kld)});
   summary["mixes"] = json::array();
   summary["front"] = json::array({summary["rows"][0]});
+  std::map<std::string, json> measured;  // plan (modules + fixed types) -> its report row
+  if (auto pl = Plan::load(best.plan); pl.is_ok()) measured[json{pl->modules, pl->fixed}.dump()] = summary["rows"][0];
   for (const auto& m : mixes) {
     json row = report_row("llama.cpp " + m.name, m.path, m.report, m.valid_kld);
     row["predicted_bytes"] = m.predicted;
@@ -707,7 +738,7 @@ Status run_pipeline(const RunOptions& o) {
     summary["mixes"].push_back(row);
     summary["rows"].push_back(row);
     if (!o.front || m.bytes < range.min || m.bytes == best.bytes) continue;
-    GAMMA_ASSIGN_OR_RETURN(json frow, front_point(e, man, scorers, best, stat, m));
+    GAMMA_ASSIGN_OR_RETURN(json frow, front_point(e, man, scorers, best, stat, m, &measured));
     summary["front"].push_back(frow);
     summary["rows"].push_back(frow);
   }
