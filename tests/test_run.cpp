@@ -148,6 +148,7 @@ TEST(RunPipeline, BadInputFailsWithOneLine) {
   r = gamma("run " + stories260k() + " --size 12XB -w " + d / "w4");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("gamma: error: --size: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("; the feasible range is "), std::string::npos) << r.output;
   r = gamma("run " + stories260k() + " --size 1KB --imatrix none -w " + d / "w5");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("gamma: error: --size 1KB is below the smallest file this pool can make: the feasible range is "),

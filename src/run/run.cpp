@@ -534,13 +534,18 @@ Result<json> front_point(Env& e, const Manifest& man, const std::vector<Scorer>&
     const Scorer& s = *std::find_if(scorers.begin(), scorers.end(), [&](const Scorer& x) { return x.name == best.scorer; });
     std::vector<std::string> cmd = {e.G, "solve", e.pool, "--size", std::to_string(m.bytes), "-o", plan};
     cmd.insert(cmd.end(), s.args.begin(), s.args.end());
+    solve::Budget b;
+    b.kind = solve::Budget::Kind::kFileBytes;
+    b.file_bytes = m.bytes;
+    const std::string head = output_head(man);
+    auto a = stat.solve(b);
     if (!best.head_type.empty()) {  // the same rule: one step cheaper than the default head at that size
-      solve::Budget b;
-      b.kind = solve::Budget::Kind::kFileBytes;
-      b.file_bytes = m.bytes;
-      GAMMA_ASSIGN_OR_RETURN(auto a, stat.solve(b));
-      const std::string head = output_head(man), c = cheaper_head_type(man, head, a.plan.fixed.at(head));
-      if (!c.empty()) cmd.insert(cmd.end(), {"--fixed", head + "=" + c});
+      const std::string def = a.is_ok() ? a->plan.fixed.at(head) : default_fixed_types(man, 0).at(head);
+      const std::string c = cheaper_head_type(man, head, def);
+      if (c.empty()) return json(nullptr);
+      cmd.insert(cmd.end(), {"--fixed", head + "=" + c});
+    } else if (!a.is_ok()) {
+      return json(nullptr);  // this rule cannot make a file that small: no point there
     }
     GAMMA_RETURN_IF_ERROR(run_step("solve", cmd));
     GAMMA_ASSIGN_OR_RETURN(Plan pl, Plan::load(plan));
@@ -603,11 +608,14 @@ Status run_pipeline(const RunOptions& o) {
     if (s != "static" && s != "hawq" && s != "gamma")
       return Status::errorf("--scorers: unknown scorer {} (static, hawq or gamma)", s);
   if (o.scorers.empty()) return Status::error("--scorers: give at least one of static, hawq, gamma");
+  // A malformed --size is reported once the feasible range is known (below), so the one
+  // line says what would have worked.
   uint64_t size_target = 0;
+  Status size_error;
   if (!o.size.empty()) {
     auto s = solve::parse_size(o.size);
-    if (!s.is_ok()) return s.status().with_context("--size");
-    size_target = *s;
+    if (s.is_ok()) size_target = *s;
+    else size_error = s.status().with_context("--size");
   }
   Env e(o);
   e.G = o.gamma_exe;
@@ -648,6 +656,9 @@ Status run_pipeline(const RunOptions& o) {
   po.preview = true;
   GAMMA_ASSIGN_OR_RETURN(Manifest preview, build_pool(po));
   GAMMA_ASSIGN_OR_RETURN(Range range, feasible_range(preview));
+  if (!size_error.is_ok())
+    return Status::errorf("{}; the feasible range is {} to {}", size_error.message(), format_size(range.min),
+                          format_size(range.max));
   if (size_target && size_target < range.min)
     return Status::errorf("--size {} is below the smallest file this pool can make: the feasible range is {} to {}",
                           o.size, format_size(range.min), format_size(range.max));
@@ -739,6 +750,7 @@ Status run_pipeline(const RunOptions& o) {
     summary["rows"].push_back(row);
     if (!o.front || m.bytes < range.min || m.bytes == best.bytes) continue;
     GAMMA_ASSIGN_OR_RETURN(json frow, front_point(e, man, scorers, best, stat, m, &measured));
+    if (frow.is_null()) continue;
     summary["front"].push_back(frow);
     summary["rows"].push_back(frow);
   }
