@@ -29,8 +29,10 @@ TEST(RunMixes, DryRunPredictsTheFileLlamaQuantizeWrites) {
   TempDir d;
   const std::string teacher = d / "t.gguf";
   ASSERT_EQ(gamma("dequantize " + stories260k() + " --type f32 -o " + teacher).exit_code, 0);
+  auto header = run::gguf_header_bytes(teacher);
+  ASSERT_TRUE(header.is_ok()) << header.status().message();
   for (const char* mix : {"Q8_0", "Q4_0", "Q3_K_M"}) {
-    auto p = run::predict_mix(llama_tool("llama-quantize"), teacher, "", mix);
+    auto p = run::predict_mix(llama_tool("llama-quantize"), teacher, "", mix, *header);
     ASSERT_TRUE(p.is_ok()) << p.status().message();
     EXPECT_FALSE(p->needs_imatrix) << mix;
     const std::string out = d / (std::string(mix) + ".gguf");
@@ -94,7 +96,7 @@ TEST(RunPipeline, VerdictNamesTheMixThatBeatsGamma) {
   const std::string teacher = d / "w/teacher-f32.gguf";
   fs::create_directories(d / "w");
   ASSERT_EQ(gamma("dequantize " + stories260k() + " --type f32 -o " + teacher).exit_code, 0);
-  auto q8 = run::predict_mix(llama_tool("llama-quantize"), teacher, "", "Q8_0");
+  auto q8 = run::predict_mix(llama_tool("llama-quantize"), teacher, "", "Q8_0", run::gguf_header_bytes(teacher).value());
   ASSERT_TRUE(q8.is_ok()) << q8.status().message();
   auto r = gamma("run " + stories260k() + " -w " + d / "w" + " --size " + std::to_string(q8->file_bytes + 16384) +
                  " --types Q4_0 --scorers static --imatrix none --compare Q8_0 -c 128 --chunks 2 -t 2");

@@ -22,8 +22,15 @@ bool is_standard_mix(const std::string& name) {
   return std::find(m.begin(), m.end(), name) != m.end();
 }
 
+Result<uint64_t> gguf_header_bytes(const std::string& path) {
+  GAMMA_ASSIGN_OR_RETURN(auto t, Model::open(path));
+  uint64_t data = 0;
+  for (const auto& ti : t->tensors()) data += (ti.nbytes + 31) / 32 * 32;
+  return t->file_size() > data ? t->file_size() - data : 0;
+}
+
 Result<MixPrediction> predict_mix(const std::string& llama_quantize, const std::string& teacher,
-                                  const std::string& imatrix, const std::string& mix) {
+                                  const std::string& imatrix, const std::string& mix, uint64_t teacher_header) {
   std::vector<std::string> argv = {llama_quantize, "--dry-run"};
   if (!imatrix.empty()) argv.insert(argv.end(), {"--imatrix", imatrix});
   argv.insert(argv.end(), {teacher, mix, "1"});
@@ -31,12 +38,8 @@ Result<MixPrediction> predict_mix(const std::string& llama_quantize, const std::
   static const std::regex re(R"(quant size\s*=\s*([0-9.]+) MiB)");
   std::smatch m;
   if (!std::regex_search(out, m, re)) return Status::errorf("llama-quantize --dry-run {}: no \"quant size\" in its output", mix);
-  GAMMA_ASSIGN_OR_RETURN(auto t, Model::open(teacher));
-  uint64_t data = 0;
-  for (const auto& ti : t->tensors()) data += (ti.nbytes + 31) / 32 * 32;
-  const uint64_t header = t->file_size() > data ? t->file_size() - data : 0;
   MixPrediction p;
-  p.file_bytes = uint64_t(std::llround(std::stod(m[1].str()) * 1048576.0)) + header;
+  p.file_bytes = uint64_t(std::llround(std::stod(m[1].str()) * 1048576.0)) + teacher_header;
   p.needs_imatrix = out.find("will require an imatrix") != std::string::npos;
   return p;
 }

@@ -23,8 +23,11 @@ struct MixPrediction {
   uint64_t file_bytes = 0;
   bool needs_imatrix = false;  // the dry run says the real quantization would refuse without one
 };
+// `teacher_header` is the teacher's header size (gguf_header_bytes), read once for all mixes.
 Result<MixPrediction> predict_mix(const std::string& llama_quantize, const std::string& teacher,
-                                  const std::string& imatrix, const std::string& mix);
+                                  const std::string& imatrix, const std::string& mix, uint64_t teacher_header);
+// A GGUF's bytes that are not tensor data (header, metadata, tensor directory, padding).
+Result<uint64_t> gguf_header_bytes(const std::string& path);
 
 // The mixes to build for a budget of `budget` bytes, given every mix's predicted size:
 // those predicted within [near * budget, budget] (at most max_within, the largest first),

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "fetch/fetch.h"
+#include "gguf_model/inspect.h"
 #include "gguf_model/model.h"
 #include "plan/plan.h"
 #include "pool/manifest.h"
@@ -92,9 +93,10 @@ struct Env {
 
 Result<run::ModelSize> model_size(const std::string& path, int threads) {
   GAMMA_ASSIGN_OR_RETURN(auto m, Model::open(path));
+  const json d = describe_model(*m, path);  // gamma inspect's totals
   run::ModelSize s;
-  for (const auto& t : m->tensors()) s.params += double(t.n_elements());
-  for (const auto& lm : m->linear()) s.linear_params += double(m->tensors()[lm.tensor].n_elements());
+  s.params = d["totals"]["params"].get<double>();
+  s.linear_params = d["totals"]["linear_params"].get<double>();
   s.n_layer = m->n_layer();
   s.threads = threads;
   return s;
@@ -220,20 +222,19 @@ Result<json> eval_file(Env& e, const std::string& gguf, const std::string& stem,
 // Solves, emits and measures (validation) every scorer with the default head and with a
 // one-step-cheaper head at `size` bytes. Each variant's files live in W/at-SIZE/; the
 // candidate GGUFs are removed once measured.
-Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const std::vector<Scorer>& scorers, uint64_t size) {
+Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solve::Allocator& stat,
+                                         const std::vector<Scorer>& scorers, uint64_t size) {
   const std::string dir = e.W + "/at-" + std::to_string(size);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Status::errorf("cannot create {}: {}", dir, ec.message());
   const std::string head = output_head(man);
-  GAMMA_ASSIGN_OR_RETURN(solve::Scores st, solve::Scores::from_manifest(man));
-  GAMMA_ASSIGN_OR_RETURN(auto a, solve::Allocator::create(man, st, {}));
   solve::Budget b;
   b.kind = solve::Budget::Kind::kFileBytes;
   b.file_bytes = size;
   // The default head's type at this size; below the default's smallest file only the
   // cheaper head is tried.
-  auto at = a.solve(b);
+  auto at = stat.solve(b);
   const std::string def = at.is_ok() ? at->plan.fixed.at(head) : default_fixed_types(man, 0).at(head);
   std::vector<std::string> heads;
   if (at.is_ok()) heads.push_back("");
@@ -289,11 +290,12 @@ Status emit_variant(Env& e, const Variant& v, const std::string& gguf) {
 
 // --max-kld: the smallest size whose best variant's validation KLD is at most X, by bisection
 // over sizes (to 1 % of the size, at most 10 probes). Every probe is recorded.
-Result<uint64_t> search_max_kld(Env& e, const Manifest& man, const std::vector<Scorer>& scorers, const Range& range,
+Result<uint64_t> search_max_kld(Env& e, const Manifest& man, const solve::Allocator& stat,
+                                const std::vector<Scorer>& scorers, const Range& range,
                                 json& probes) {
   const double X = e.o.max_kld;
   auto probe = [&](uint64_t size) -> Result<double> {
-    GAMMA_ASSIGN_OR_RETURN(auto vs, variants_at(e, man, scorers, size));
+    GAMMA_ASSIGN_OR_RETURN(auto vs, variants_at(e, man, stat, scorers, size));
     const Variant& b = best_of(vs);
     probes.push_back({{"size", size}, {"best", variant_json(b)}});
     std::printf("   probe %s: best %s, validation KLD %.6f (%s %g)\n", format_size(size).c_str(), b.name.c_str(), b.kld,
@@ -342,8 +344,9 @@ Result<std::map<std::string, uint64_t>> predict_mixes(Env& e) {
     for (const auto& [k, v] : (*j)["predicted"].items()) out[k] = v.get<uint64_t>();
     return out;
   }
+  GAMMA_ASSIGN_OR_RETURN(uint64_t header, run::gguf_header_bytes(e.teacher));
   for (const auto& mix : run::standard_mixes()) {
-    GAMMA_ASSIGN_OR_RETURN(auto p, run::predict_mix(e.o.llama_bin + "/llama-quantize", e.teacher, e.imatrix, mix));
+    GAMMA_ASSIGN_OR_RETURN(auto p, run::predict_mix(e.o.llama_bin + "/llama-quantize", e.teacher, e.imatrix, mix, header));
     if (p.needs_imatrix && e.imatrix.empty()) continue;
     out[mix] = p.file_bytes;
   }
@@ -691,9 +694,9 @@ Status run_pipeline(const RunOptions& o) {
   // 6. gamma's file: the best variant at the budget on validation text.
   json probes = json::array();
   if (o.max_kld > 0) {
-    GAMMA_ASSIGN_OR_RETURN(budget, search_max_kld(e, man, scorers, range, probes));
+    GAMMA_ASSIGN_OR_RETURN(budget, search_max_kld(e, man, stat, scorers, range, probes));
   }
-  GAMMA_ASSIGN_OR_RETURN(auto vs, variants_at(e, man, scorers, std::min(budget, range.max)));
+  GAMMA_ASSIGN_OR_RETURN(auto vs, variants_at(e, man, stat, scorers, std::min(budget, range.max)));
   const Variant best = best_of(vs);
   // Named by budget and variant: a rerun that chooses another variant never reports a stale file.
   const std::string out = e.W + "/gamma-" + std::to_string(budget) + "-" + best.name + ".gguf";
