@@ -2,7 +2,7 @@
 // same threads (goal: step <= 4x forward; forward + backward alone is ~3x), steps per second
 // with layer sampling, and (--verify) the LibTorch layer's match to libllama. Prints JSON.
 //
-//   bench_learn [--teacher F32.gguf] [--pool DIR] [--seq-len 256] [--batch 2] [--threads 2]
+//   bench_learn [--teacher F32.gguf] [--pool DIR] [--seq-len 256] [--seqs 2] [--threads 2]
 //               [--steps 6] [--sample 0,4] [--verify] [--verify-only]
 // Without --pool, a pool of the teacher is built in a temp dir (Q4_0,Q5_0,Q8_0,F16 are
 // what stories260K admits). Step times are medians of steps 1.. from the run's own curve
@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
     if (a == "--teacher") teacher = next();
     else if (a == "--pool") pool = next();
     else if (a == "--seq-len") seq_len = std::atoi(next().c_str());
-    else if (a == "--batch") batch = std::atoi(next().c_str());
+    else if (a == "--seqs") batch = std::atoi(next().c_str());
     else if (a == "--threads") threads = std::atoi(next().c_str());
     else if (a == "--steps") steps = std::atoi(next().c_str());
     else if (a == "--sample") sample = next();
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
     else if (a == "--verify-only") verify = verify_only = true;
     else return fail("unknown argument " + a);
   }
-  if (seq_len < 2 || batch < 1 || steps < 2 || threads < 1) return fail("bad --seq-len/--batch/--steps/--threads");
+  if (seq_len < 2 || batch < 1 || steps < 2 || threads < 1) return fail("bad --seq-len/--seqs/--steps/--threads");
 
   if (verify_only) {  // the layer/logit match alone, on seq_len tokens of calibration text
     CalibOptions co;
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
     o.out_path = (tmp / ("scores-" + std::to_string(k) + ".json")).string();
     o.target_bpw = target;
     o.steps = steps + 1;
-    o.batch = batch;
+    o.seqs = batch;
     o.layers_per_step = k;
     o.n_threads = threads;
     o.checkpoint_every = 1 << 30;

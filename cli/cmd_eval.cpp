@@ -29,7 +29,7 @@ void add_eval(CLI::App& app) {
                 "llama-perplexity --kl-divergence-base file: read if it exists, else written from --teacher");
   c->add_option("-c,--ctx", o->req.n_ctx, "tokens per chunk (default 512, or the --kld-base file's)");
   c->add_option("--chunks", o->req.n_chunks, "chunks to evaluate (default: all the text holds)");
-  c->add_option("-b,--batch", o->req.n_batch, "tokens per decode (default 2048 = 4 chunks of 512)");
+  c->add_option("-b,--batch-size,--batch", o->req.n_batch, "tokens per decode (default 2048 = 4 chunks of 512)");
   c->add_option("--ubatch", o->req.n_ubatch,
                 "physical batch (default 512 as llama-perplexity; 2048 is faster on small models)");
   c->add_option("-t,--threads", o->req.n_threads, "threads (default: all cores)");

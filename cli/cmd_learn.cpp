@@ -1,5 +1,5 @@
 // gamma learn: Stage I (src/learn). The work runs in gamma-learn, next to this executable,
-// the only program that loads LibTorch (learn_cli.h says why); this command hands it the
+// the only program that loads LibTorch (gamma_learn.cpp says why); this command hands it the
 // arguments unparsed (help included) by exec, so exit codes and signals are gamma-learn's.
 #include <unistd.h>
 

@@ -29,7 +29,7 @@ MIXES=${MIXES:-"Q3_K_M Q2_K Q3_K_S Q3_K_L Q4_K_S Q4_K_M"}
 BUDGETS=${BUDGETS:-"2.75 3.25 3.75 3.0 3.5 4.0"}
 # Stage I recipe of every learned score here (results/README.md): 200 steps x 4 of 28 layers,
 # 2 x 256 tokens per step, Adam lr 0.01, tau annealed 1 -> 0.05.
-RECIPE="--steps 200 --layers-per-step 4 --batch 2 --calib-tokens 4096 --seq-len 256 --lr 0.01 --tau-end 0.05"
+RECIPE="--steps 200 --layers-per-step 4 --seqs 2 --calib-tokens 4096 --seq-len 256 --lr 0.01 --tau-end 0.05"
 SCORES=$root/results/learn_qwen1.5b_imatrix_3.0bpw_tau0.05.json   # GAMMA, learned at 3.0
 TAU1=$root/results/learn_qwen1.5b_imatrix_3.0bpw.json              # tau fixed at 1
 HAWQ=$root/results/hawq_qwen1.5b_imatrix.json
@@ -77,7 +77,7 @@ fi
 # 2. HAWQ-V2 traces (once).
 if has hawq && [ ! -f $HAWQ ]; then
   log "gamma hawq"
-  $G hawq $POOL --teacher $TEACHER --samples 4 --batch 4 --calib-tokens 4096 --seq-len 256 -t $T -q -o $W/scores/hawq.json
+  $G hawq $POOL --teacher $TEACHER --samples 4 --seqs 4 --calib-tokens 4096 --seq-len 256 -t $T -q -o $W/scores/hawq.json
   cp $W/scores/hawq.json $HAWQ
 fi
 # 3. Every allocator at each mix's file size, then at fixed linear-bpw budgets.
@@ -112,7 +112,7 @@ if has ablations && [ -f $R/evals/llama-Q3_K_M.json ]; then
   if ablation tau1; then plan_eval gammatau1-size-Q3_K_M $G solve --scores $TAU1 --transform log --pool $POOL --size $sz $FILL; fi
   if ablation lr; then  # tau fixed at 1 (as the paper) but lr 0.05: can p peak in 200 steps?
     LR=$root/results/learn_qwen1.5b_imatrix_3.0bpw_lr0.05.json
-    learn $LR --bpw 3.0 --steps 200 --layers-per-step 4 --batch 2 --calib-tokens 4096 --seq-len 256 --lr 0.05
+    learn $LR --bpw 3.0 --steps 200 --layers-per-step 4 --seqs 2 --calib-tokens 4096 --seq-len 256 --lr 0.05
     plan_eval gammalr-size-Q3_K_M $G solve --scores $LR --pool $POOL --size $sz $FILL
     plan_eval gammalrlogp-size-Q3_K_M $G solve --scores $LR --transform log --pool $POOL --size $sz $FILL
     # and at the budgets: Σ p (the paper's Stage II) at the one it was learned for, size-log at all
@@ -140,7 +140,7 @@ if has ablations && [ -f $R/evals/llama-Q3_K_M.json ]; then
   fi
   if ablation ce; then  # every layer every step (chained): fewer, smaller steps; lr x steps as the recipe's
     CE=$root/results/learn_qwen1.5b_imatrix_3.0bpw_ce.json
-    learn $CE --bpw 3.0 --objective ce --steps 40 --batch 1 --calib-tokens 4096 --seq-len 256 --lr 0.05 --tau-end 0.05
+    learn $CE --bpw 3.0 --objective ce --steps 40 --seqs 1 --calib-tokens 4096 --seq-len 256 --lr 0.05 --tau-end 0.05
     plan_eval gammace-size-Q3_K_M $G solve --scores $CE --transform size-log --pool $POOL --size $sz $FILL
   fi
   if ablation at; then  # scores learned at the budget itself vs reused from 3.0 (gammasl-B)

@@ -39,7 +39,7 @@ std::string make_pool(const TempDir& dir, const std::string& types = "Q4_0,Q5_0,
 // Common flags: a tiny calibration set cached inside the test's directory.
 std::string learn_args(const TempDir& dir, const std::string& pool, const std::string& out, int batch = 2) {
   return "learn " + pool + " --teacher " + gm::testing::stories260k() + " -o " + out +
-         " --seq-len 64 --calib-tokens 512 -t 2 -q --batch " + std::to_string(batch) + " --cache-dir " + dir / "act";
+         " --seq-len 64 --calib-tokens 512 -t 2 -q --seqs " + std::to_string(batch) + " --cache-dir " + dir / "act";
 }
 
 json load(const std::string& path) {
@@ -416,7 +416,7 @@ TEST(Hawq, TracesArePositiveStableAndScoresFollowThePerturbation) {
   auto hawq = [&](int seed) {
     const std::string out = dir / ("hawq" + std::to_string(seed) + ".json");
     auto r = gm::testing::gamma("hawq " + pool + " --teacher " + gm::testing::stories260k() + " -o " + out +
-                                " --seq-len 64 --calib-tokens 512 --batch 4 --samples 48 -t 2 -q --seed " +
+                                " --seq-len 64 --calib-tokens 512 --seqs 4 --samples 48 -t 2 -q --seed " +
                                 std::to_string(seed) + " --cache-dir " + dir / "act");
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return load(out);
@@ -451,7 +451,7 @@ TEST(Hawq, FfnDownTraceMatchesItsClosedForm) {
   const std::string out = dir / "hawq.json";
   const int B = 4, samples = 64;
   auto r = gm::testing::gamma("hawq " + pool + " --teacher " + gm::testing::stories260k() + " -o " + out +
-                              " --seq-len 64 --calib-tokens 512 --batch " + std::to_string(B) + " --samples " +
+                              " --seq-len 64 --calib-tokens 512 --seqs " + std::to_string(B) + " --samples " +
                               std::to_string(samples) + " -t 2 -q --cache-dir " + dir / "act");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json h = load(out);
@@ -527,7 +527,7 @@ TEST(Learn, IqCandidatesAreReadThroughGgmlTypeTraits) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string hawq = dir / "hawq.json";
   r = gm::testing::gamma("hawq " + pool + " --teacher " + gm::testing::stories260k() + " -o " + hawq +
-                         " --seq-len 64 --calib-tokens 512 --batch 4 --samples 4 -t 2 -q --cache-dir " + dir / "act");
+                         " --seq-len 64 --calib-tokens 512 --seqs 4 --samples 4 -t 2 -q --cache-dir " + dir / "act");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const std::string f : {scores, hawq}) {
     const json s = load(f);

@@ -5,8 +5,6 @@
 #include <chrono>
 #include <cstdio>
 
-#include <CLI/CLI.hpp>
-
 #include "gguf_model/model.h"
 #include "learn/candidates.h"
 #include "model/layer.h"
@@ -19,7 +17,7 @@ namespace gm {
 
 Result<json> hawq_scores(const HawqOptions& opt_in) {
   HawqOptions opt = opt_in;
-  if (opt.samples < 1 || opt.batch < 1) return Status::error("--samples and --batch must be positive");
+  if (opt.samples < 1 || opt.seqs < 1) return Status::error("--samples and --seqs must be positive");
   opt.n_threads = resolve_threads(opt.n_threads);
   if (opt.calib.text_files.empty()) opt.calib.text_files = default_calibration_files();
   opt.calib.n_threads = opt.n_threads;
@@ -38,11 +36,11 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
     if (teacher.find(e.name) < 0) return Status::errorf("teacher {} has no tensor {} (a teacher of another model?)", opt.teacher_path, e.name);
   GAMMA_ASSIGN_OR_RETURN(auto store, CandidateStore::open(man));
   GAMMA_ASSIGN_OR_RETURN(auto cache, ActivationCache::open_or_build(opt.teacher_path, opt.calib));
-  if (opt.batch > cache->n_seq())
-    return Status::errorf("--batch {} exceeds the {} calibration sequences (raise --calib-tokens)", opt.batch, cache->n_seq());
+  if (opt.seqs > cache->n_seq())
+    return Status::errorf("--seqs {} exceeds the {} calibration sequences (raise --calib-tokens)", opt.seqs, cache->n_seq());
   set_compute_threads(opt.n_threads);
   const HParams& hp = model->hparams();
-  const int L = man.n_layer, T = cache->seq_len(), B = opt.batch;
+  const int L = man.n_layer, T = cache->seq_len(), B = opt.seqs;
   const Positional pos = make_positional(hp, T, model->rope_freqs());
   std::vector<int> seqs;
   for (int b = 0; b < B; ++b) seqs.push_back(b);
@@ -116,7 +114,7 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
   out["pool_manifest_sha256"] = pool_sha;
   out["teacher_fingerprint"] = teacher.fingerprint();
   out["method"] = "hawq";
-  out["hyperparameters"] = {{"samples", opt.samples}, {"batch", opt.batch}, {"seed", opt.seed},
+  out["hyperparameters"] = {{"samples", opt.samples}, {"batch", opt.seqs}, {"seed", opt.seed},
                             {"calib_tokens", opt.calib.calib_tokens}, {"seq_len", opt.calib.seq_len},
                             {"calib_files", opt.calib.text_files}, {"activations", {{"key", cache->key()}}},
                             {"score", "-Tr(H)/n * ||W_b - W||^2 (HAWQ-V2), H of the teacher-forced layer MSE"}};
@@ -125,39 +123,6 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
                   {"threads", opt.n_threads}};
   GAMMA_RETURN_IF_ERROR(write_json(opt.out_path, out));
   return out;
-}
-
-int hawq_main(int argc, char** argv) {
-  capture_ggml_logs();  // libllama's load chatter (activation cache) only on failure
-  HawqOptions o;
-  CLI::App app{"HAWQ-V2 scores: Hutchinson Hessian trace x squared perturbation per module and candidate", "gamma hawq"};
-  app.add_option("pool", o.pool_dir, "pool directory (gamma pool)")->required();
-  app.add_option("--teacher", o.teacher_path, "full-precision teacher GGUF (gamma dequantize)")->required();
-  app.add_option("-o,--output", o.out_path, "SCORES.json to write")->required();
-  app.add_option("--samples", o.samples, "Hutchinson probes per layer")->capture_default_str();
-  app.add_option("--batch", o.batch, "calibration sequences of the layer loss")->capture_default_str();
-  app.add_option("--seed", o.seed, "random seed of the probes")->capture_default_str();
-  app.add_option("-t,--threads", o.n_threads, "threads (default: all cores)");
-  app.add_option("--calib", o.calib.text_files, "calibration text files (default: as gamma learn)");
-  app.add_option("--calib-tokens", o.calib.calib_tokens, "calibration tokens (whole sequences)")->capture_default_str();
-  app.add_option("--seq-len", o.calib.seq_len, "tokens per calibration sequence")->capture_default_str();
-  app.add_option("--cache-dir", o.calib.cache_root, "activation cache directory (default: GAMMA cache/activations)");
-  app.add_flag("-q,--quiet", o.quiet, "no progress bar");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::fprintf(stderr, "gamma: error: %s\n", e.what());
-    return e.get_exit_code();
-  }
-  auto r = hawq_scores(o);
-  if (!r.is_ok()) {
-    std::fprintf(stderr, "gamma: error: %s\n", r.status().message().c_str());
-    return 1;
-  }
-  std::printf("%s: HAWQ-V2 scores of %zu modules (%d probes per layer, %.1f s)\n", o.out_path.c_str(),
-              (*r)["modules"].size(), o.samples, (*r)["stats"]["seconds"].get<double>());
-  return 0;
 }
 
 }  // namespace gm

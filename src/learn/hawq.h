@@ -16,7 +16,7 @@ namespace gm {
 struct HawqOptions {
   std::string pool_dir, teacher_path, out_path;
   int samples = 8;   // Hutchinson probes per layer
-  int batch = 4;     // calibration sequences the layer loss is taken over
+  int seqs = 4;      // calibration sequences the layer loss is taken over (--seqs)
   uint64_t seed = 0;
   int n_threads = 0;
   CalibOptions calib;
@@ -24,8 +24,5 @@ struct HawqOptions {
 };
 
 Result<json> hawq_scores(const HawqOptions& opt);
-
-// `gamma hawq ARGS...` (run inside gamma-learn, which owns LibTorch).
-int hawq_main(int argc, char** argv);
 
 }  // namespace gm

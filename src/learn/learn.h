@@ -24,12 +24,52 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "model/activations.h"
 #include "util/json.h"
 #include "util/status.h"
 
 namespace gm {
+
+// The variants of Stage I, each parsed once from its flag (parse_choice) and named in the
+// scores' hyperparameters by choice_name.
+enum class Objective { kMse, kCe };
+enum class Penalty { kAl, kDnas };
+enum class Optimizer { kAdam, kSgd };
+enum class Estimator { kSoft, kSt };
+enum class Init { kTilt, kUniform };
+
+// One table per enum: its flag and the name of each value (the first is the default).
+template <typename E>
+struct Choices {
+  const char* flag;
+  std::vector<std::pair<const char*, E>> names;
+};
+const Choices<Objective>& choices(Objective);
+const Choices<Penalty>& choices(Penalty);
+const Choices<Optimizer>& choices(Optimizer);
+const Choices<Estimator>& choices(Estimator);
+const Choices<Init>& choices(Init);
+
+template <typename E>
+const char* choice_name(E v) {
+  for (const auto& [n, e] : choices(E{}).names)
+    if (e == v) return n;
+  return "?";
+}
+// "--penalty must be al or dnas (got soft)" for a name the table lacks.
+template <typename E>
+Result<E> parse_choice(const std::string& s) {
+  const auto& c = choices(E{});
+  std::string all;
+  for (size_t i = 0; i < c.names.size(); ++i) {
+    if (s == c.names[i].first) return c.names[i].second;
+    all += (i == 0 ? "" : i + 1 == c.names.size() ? " or " : ", ") + std::string(c.names[i].first);
+  }
+  return Status::errorf("{} must be {} (got {})", c.flag, all, s);
+}
 
 struct LearnOptions {
   std::string pool_dir, teacher_path, out_path;
@@ -39,9 +79,9 @@ struct LearnOptions {
   std::function<void(int step, int layer_in_step)> on_layer_done;
   double target_bpw = 3.0;
   int steps = 200;
-  int batch = 2;            // sequences per step
+  int seqs = 2;             // calibration sequences per step (--seqs)
   int layers_per_step = 0;  // 0: every layer every step
-  std::string optimizer = "adam";  // adam | sgd
+  Optimizer optimizer = Optimizer::kAdam;
   double lr = 5e-3;
   double lr_lambda = 1.0;   // gradient ascent step of lambda1, lambda2
   // Starting lambda2. With 0 the dual ascent oscillates for hundreds of steps (Adam moves pi
@@ -52,16 +92,16 @@ struct LearnOptions {
   // mse: teacher-forced layer MSE (GAMMA) | ce: ablation (paper, Appendix "CE-Loss"): the
   // cross-entropy of the final next-token distribution against the teacher's (KL, the same
   // gradient), layers chained, every layer every step.
-  std::string objective = "mse";
-  std::string penalty = "al";  // al: augmented Lagrangian (GAMMA) | dnas: multiplicative ablation
+  Objective objective = Objective::kMse;
+  Penalty penalty = Penalty::kAl;  // al: augmented Lagrangian (GAMMA) | dnas: multiplicative ablation
   double dnas_beta = 10, dnas_gamma = 1;
   // soft: the layer runs on W_mix = sum p_b W_b (Gumbel-softmax, the paper) | st: straight-
   // through (Jang et al.): the layer runs on the one candidate argmax_b p_b of the sample, and
   // its gradient dL/dW . W_b is taken as dL/dp_b. The loss is then that of a discrete
   // assignment, which no mixture of candidates can undercut.
-  std::string estimator = "soft";
+  Estimator estimator = Estimator::kSoft;
   double tau_end = 0;       // > 0: tau anneals exponentially to tau_end over the run
-  std::string init = "tilt";  // tilt: start on the budget, no module preferred; uniform: pi = 0
+  Init init = Init::kTilt;  // tilt: start on the budget, no module preferred; uniform: pi = 0
   uint64_t seed = 0;
   int n_threads = 0;        // 0: all cores
   int checkpoint_every = 10;

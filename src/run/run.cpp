@@ -157,7 +157,7 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
       const std::string f = e.W + "/scores-hawq.json";
       if (!exists(f)) {
         std::vector<std::string> cmd = {e.G, "hawq", e.pool, "--teacher", e.teacher, "--calib", e.calib, "--samples",
-                                        std::to_string(e.o.hawq_samples), "--batch", "4", "--calib-tokens",
+                                        std::to_string(e.o.hawq_samples), "--seqs", "4", "--calib-tokens",
                                         std::to_string(e.o.hawq_calib_tokens), "--seq-len", "256", "-t", e.T, "-o", f};
         for (const auto& x : e.q()) cmd.push_back(x);
         GAMMA_RETURN_IF_ERROR(e.stage("hawq -> " + f, run::hawq_seconds(e.ms, e.o.hawq_samples, e.o.hawq_calib_tokens),

@@ -1,0 +1,139 @@
+// gamma-learn: the LibTorch programs behind `gamma learn` and `gamma hawq` (cmd_learn.cpp
+// execs it; argv[1] == "hawq" selects the HAWQ-V2 scorer). Stage I lives in its own
+// executable so that only it loads LibTorch: linking LibTorch into `gamma` cost every
+// invocation ~0.7 s of library start-up (measured), on every subcommand. Every error ends as
+// one line (util/main_guard.h), LibTorch's included.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <ATen/ATen.h>
+#include <CLI/CLI.hpp>
+
+#include "gguf_model/model.h"
+#include "learn/hawq.h"
+#include "learn/learn.h"
+#include "util/main_guard.h"
+
+namespace gm {
+namespace {
+
+// Options shared by learn and hawq: the pool, the teacher, the output, the calibration data.
+void add_common(CLI::App& app, std::string* pool, std::string* teacher, std::string* out, int* seqs, int* threads,
+                CalibOptions* calib, bool* quiet) {
+  app.add_option("pool", *pool, "pool directory (gamma pool)")->required();
+  app.add_option("--teacher", *teacher, "full-precision teacher GGUF of the same model (gamma dequantize)")->required();
+  app.add_option("-o,--output", *out, "SCORES.json to write")->required();
+  app.add_option("--seqs", *seqs, "calibration sequences per step (learn) or of the layer loss (hawq)")
+      ->capture_default_str();
+  app.add_option("-t,--threads", *threads, "threads (default: all cores)");
+  app.add_option("--calib", calib->text_files,
+                 "calibration text files (default: war-and-peace.txt, wiki.valid.tokens from ../shared/data/text)");
+  app.add_option("--calib-tokens", calib->calib_tokens, "calibration tokens (whole sequences)")->capture_default_str();
+  app.add_option("--seq-len", calib->seq_len, "tokens per calibration sequence")->capture_default_str();
+  app.add_flag("--f32-activations", calib->f32, "cache teacher activations as F32 instead of F16");
+  app.add_option("--cache-dir", calib->cache_root, "activation cache directory (default: GAMMA cache/activations)");
+  app.add_flag("-q,--quiet", *quiet, "no progress bar");
+}
+
+// CLI11 parse with gamma's one-line errors; returns -1 to go on, else the exit code.
+int parse(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::fprintf(stderr, "gamma: error: %s\n", e.what());
+    return e.get_exit_code();
+  }
+  return -1;
+}
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "gamma: error: %s\n", s.message().c_str());
+  return 1;
+}
+
+int learn_main(int argc, char** argv) {
+  capture_ggml_logs();
+  LearnOptions o;
+  std::string objective = "mse", penalty = "al", optimizer = "adam", estimator = "soft", init = "tilt";
+  CLI::App app{"Stage I: learn per-module candidate scores (GAMMA; resumable)", "gamma learn"};
+  add_common(app, &o.pool_dir, &o.teacher_path, &o.out_path, &o.seqs, &o.n_threads, &o.calib, &o.quiet);
+  app.add_option("--bpw", o.target_bpw, "target average bits per weight of the linear modules")->capture_default_str();
+  app.add_option("--steps", o.steps, "optimisation steps")->capture_default_str();
+  app.add_option("--layers-per-step", o.layers_per_step,
+                 "layers sampled per step (unbiased, MSE scaled); 0: all layers")->capture_default_str();
+  app.add_option("--optimizer", optimizer, "adam or sgd (for the logits pi)")->capture_default_str();
+  app.add_option("--lr", o.lr, "learning rate of the logits pi")->capture_default_str();
+  app.add_option("--lr-lambda", o.lr_lambda, "gradient-ascent step of lambda1 and lambda2")->capture_default_str();
+  app.add_option("--lambda2-init", o.lambda2_init, "initial lambda2 (damps the budget's oscillation)")->capture_default_str();
+  app.add_option("--objective", objective, "task term: mse (teacher-forced layer MSE, GAMMA) or ce (ablation: KL of the final logits vs the teacher, all layers chained)")->capture_default_str();
+  app.add_option("--estimator", estimator, "soft (Gumbel-softmax mixture, GAMMA) or st (straight-through: the layer runs on the sampled candidate)")->capture_default_str();
+  app.add_option("--penalty", penalty, "budget term: al (augmented Lagrangian, GAMMA) or dnas (ablation: mse (1 + beta gap^2)^gamma)")->capture_default_str();
+  app.add_option("--dnas-beta", o.dnas_beta, "beta of --penalty dnas")->capture_default_str();
+  app.add_option("--dnas-gamma", o.dnas_gamma, "gamma of --penalty dnas")->capture_default_str();
+  app.add_option("--tau", o.tau, "Gumbel-softmax temperature")->capture_default_str();
+  app.add_option("--tau-end", o.tau_end, "anneal tau exponentially to this by the last step (0: fixed)")->capture_default_str();
+  app.add_option("--init", init, "initial logits: tilt (on budget, no preference) or uniform")->capture_default_str();
+  app.add_option("--seed", o.seed, "random seed (Gumbel noise, batches, layer samples)")->capture_default_str();
+  app.add_option("--checkpoint-every", o.checkpoint_every, "write OUTPUT.ckpt every N steps")->capture_default_str();
+  app.add_flag("--restart", o.restart, "ignore a checkpoint of an earlier run");
+  if (int rc = parse(app, argc, argv); rc >= 0) return rc;
+  // The variants, parsed once: from here on they are enums.
+  Status bad = Status::ok();
+  auto pick = [&bad](auto& field, const std::string& s) {
+    auto r = parse_choice<std::decay_t<decltype(field)>>(s);
+    if (r.is_ok()) field = *r;
+    else if (bad.is_ok()) bad = r.status();
+  };
+  pick(o.objective, objective);
+  pick(o.estimator, estimator);
+  pick(o.penalty, penalty);
+  pick(o.init, init);
+  pick(o.optimizer, optimizer);
+  if (!bad.is_ok()) return fail(bad);
+  // Fault injection for the kill-and-resume test: SIGKILL after the first layer of step N.
+  if (const char* k = std::getenv("GAMMA_TEST_KILL_AT_STEP"); k && *k) {
+    const int kill_at = std::atoi(k);
+    o.on_layer_done = [kill_at](int step, int layer_in_step) {
+      if (step == kill_at && layer_in_step == 0) std::raise(SIGKILL);
+    };
+  }
+  auto r = learn(o);
+  if (!r.is_ok()) return fail(r.status());
+  if (!r->note.empty()) std::fprintf(stderr, "gamma: note: %s\n", r->note.c_str());
+  const auto& f = r->scores["final"];
+  std::printf("%s: %zu modules, expected %.4f bpw (target %.4f), mse %.4g, lambda1 %.4g, lambda2 %.4g%s\n",
+              o.out_path.c_str(), r->scores["modules"].size(), f["bpw_expected"].get<double>(), o.target_bpw,
+              f["mse"].get<double>(), f["lambda1"].get<double>(), f["lambda2"].get<double>(),
+              r->resumed_from >= 0 ? (" (resumed at step " + std::to_string(r->resumed_from) + ")").c_str() : "");
+  return 0;
+}
+
+int hawq_main(int argc, char** argv) {
+  capture_ggml_logs();  // libllama's load chatter (activation cache) only on failure
+  HawqOptions o;
+  CLI::App app{"HAWQ-V2 scores: Hutchinson Hessian trace x squared perturbation per module and candidate", "gamma hawq"};
+  add_common(app, &o.pool_dir, &o.teacher_path, &o.out_path, &o.seqs, &o.n_threads, &o.calib, &o.quiet);
+  app.add_option("--samples", o.samples, "Hutchinson probes per layer")->capture_default_str();
+  app.add_option("--seed", o.seed, "random seed of the probes")->capture_default_str();
+  if (int rc = parse(app, argc, argv); rc >= 0) return rc;
+  auto r = hawq_scores(o);
+  if (!r.is_ok()) return fail(r.status());
+  std::printf("%s: HAWQ-V2 scores of %zu modules (%d probes per layer, %.1f s)\n", o.out_path.c_str(),
+              (*r)["modules"].size(), o.samples, (*r)["stats"]["seconds"].get<double>());
+  return 0;
+}
+
+}  // namespace
+}  // namespace gm
+
+int main(int argc, char** argv) {
+  return gm::guarded_main([&] {
+    // Fault injection for the error-contract test: a LibTorch exception nobody catches.
+    if (const char* f = std::getenv("GAMMA_FAULT"); f && std::strcmp(f, "torch") == 0) at::zeros({2}).view({3});
+    if (argc > 1 && std::strcmp(argv[1], "hawq") == 0) return gm::hawq_main(argc - 1, argv + 1);
+    return gm::learn_main(argc, argv);
+  });
+}
