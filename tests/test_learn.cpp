@@ -11,6 +11,7 @@
 
 #include "gguf_model/model.h"
 #include "learn/candidates.h"
+#include "learn/checkpoint.h"
 #include "learn/layer_step.h"
 #include "model/activations.h"
 #include "model/hparams.h"
@@ -378,6 +379,38 @@ TEST(Learn, KillAndRerunEndsIdentical) {
   auto rc = gm::testing::gamma(learn_args(dir, pool, b) + " --bpw 9.0 --steps 6 --checkpoint-every 4 --layers-per-step 3 --seed 6");
   ASSERT_EQ(rc.exit_code, 0) << rc.output;
   EXPECT_NE(rc.output.find("other settings"), std::string::npos) << rc.output;
+}
+
+// The checkpoint as a typed format: what a killed run wrote reads back whole and writes the
+// same JSON; a damaged field is kCorrupt, and the CLI refuses to resume from it in one line.
+TEST(Learn, CheckpointRoundTripsAndADamagedOneIsRefused) {
+  TempDir dir;
+  const std::string pool = make_pool(dir);
+  const std::string b = dir / "b.json";
+  const std::string flags = " --bpw 9.0 --steps 12 --checkpoint-every 4 --layers-per-step 3 --seed 5";
+  auto rk = gm::testing::run("GAMMA_TEST_KILL_AT_STEP=9 " + gm::testing::gamma_cli() + " " + learn_args(dir, pool, b) + flags);
+  ASSERT_EQ(rk.exit_code, 128 + 9) << rk.output;
+  auto j = read_json(b + ".ckpt", gm::Checkpoint::kSchema, gm::Checkpoint::kVersion);
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  auto ck = gm::Checkpoint::from_json(*j, "ckpt");
+  ASSERT_TRUE(ck.is_ok()) << ck.status().message();
+  EXPECT_EQ(ck->step, 8);
+  EXPECT_FALSE(ck->modules.empty());
+  EXPECT_EQ(ck->to_json(), *j);
+
+  json bad = *j;
+  bad["modules"][0]["m"] = json::array({1.0});
+  auto r = gm::Checkpoint::from_json(bad, "ckpt");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), gm::Status::Code::kCorrupt);
+  bad = *j;
+  bad["lambda1"] = "x";
+  ASSERT_FALSE(gm::Checkpoint::from_json(bad, "ckpt").is_ok());
+  ASSERT_TRUE(write_json(b + ".ckpt", bad).is_ok());
+  auto rb = gm::testing::gamma(learn_args(dir, pool, b) + flags);
+  EXPECT_EQ(rb.exit_code, 1);
+  EXPECT_NE(rb.output.find("is damaged"), std::string::npos) << rb.output;
+  EXPECT_FALSE(fs::exists(b));
 }
 
 TEST(Learn, BadInputsFailWithOneLineAndWriteNothing) {

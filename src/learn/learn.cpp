@@ -16,6 +16,7 @@
 
 #include "gguf_model/model.h"
 #include "learn/candidates.h"
+#include "learn/checkpoint.h"
 #include "learn/layer_step.h"
 #include "model/hparams.h"
 #include "pool/manifest.h"
@@ -27,8 +28,6 @@ namespace fs = std::filesystem;
 
 namespace gm {
 namespace {
-
-constexpr const char* kCkptSchema = "gamma.learn.checkpoint";
 
 // Counter-based randomness: every draw is a function of (seed, step, stream), so a resumed
 // run draws exactly what an uninterrupted one would.
@@ -361,54 +360,51 @@ void StageOne::init_logits() {
 
 Status StageOne::resume(LearnResult* result) {
   if (!fs::exists(ckpt_path_) || opt_.restart) return Status::ok();
-  auto ck = read_json(ckpt_path_, kCkptSchema, 1);
-  if (!ck.is_ok()) {
-    result->note = "ignored unreadable checkpoint " + ckpt_path_ + ": " + ck.status().message();
+  auto j = read_json(ckpt_path_, Checkpoint::kSchema, Checkpoint::kVersion);
+  if (!j.is_ok()) {
+    result->note = "ignored unreadable checkpoint " + ckpt_path_ + ": " + j.status().message();
     return Status::ok();
   }
-  if ((*ck)["config"] != config_) {
+  if ((*j)["config"] != config_) {
     result->note = "ignored checkpoint " + ckpt_path_ + " of a run with other settings";
     return Status::ok();
   }
-  try {
-    const json& c = *ck;
-    st_.step = c.at("step").get<int>();
-    st_.lambda1 = c.at("lambda1").get<double>();
-    st_.lambda2 = c.at("lambda2").get<double>();
-    st_.mse_ref = c.at("mse_ref").get<double>();
-    st_.mse_eval_init = c.at("mse_eval_init").get<double>();
-    st_.curve = c.at("curve");
-    st_.seconds = c.at("seconds").get<double>();
-    const json& ms = c.at("modules");
-    if (ms.size() != mods_.size()) throw std::runtime_error("module count differs");
-    for (size_t i = 0; i < mods_.size(); ++i) {
-      mods_[i].pi = ms[i].at("pi").get<std::vector<double>>();
-      mods_[i].m = ms[i].at("m").get<std::vector<double>>();
-      mods_[i].v = ms[i].at("v").get<std::vector<double>>();
-      if (mods_[i].pi.size() != mods_[i].K || mods_[i].m.size() != mods_[i].K || mods_[i].v.size() != mods_[i].K)
-        throw std::runtime_error("candidate count differs");
-    }
-    result->resumed_from = st_.step;
-  } catch (const std::exception& e) {
-    return Status::errorf("checkpoint {} is damaged ({}); delete it or pass --restart", ckpt_path_, e.what());
+  auto damaged = [&](const std::string& why) {
+    return Status::errorf("checkpoint {} is damaged ({}); delete it or pass --restart", ckpt_path_, why);
+  };
+  auto ck = Checkpoint::from_json(*j, ckpt_path_);
+  if (!ck.is_ok()) return damaged(ck.status().message());
+  if (ck->modules.size() != mods_.size()) return damaged("module count differs");
+  for (size_t i = 0; i < mods_.size(); ++i)
+    if (ck->modules[i].pi.size() != mods_[i].K) return damaged("candidate count differs");
+  st_.step = ck->step;
+  st_.lambda1 = ck->lambda1;
+  st_.lambda2 = ck->lambda2;
+  st_.mse_ref = ck->mse_ref;
+  st_.mse_eval_init = ck->mse_eval_init;
+  st_.curve = ck->curve;
+  st_.seconds = ck->seconds;
+  for (size_t i = 0; i < mods_.size(); ++i) {
+    mods_[i].pi = ck->modules[i].pi;
+    mods_[i].m = ck->modules[i].m;
+    mods_[i].v = ck->modules[i].v;
   }
+  result->resumed_from = st_.step;
   return Status::ok();
 }
 
 Status StageOne::save_checkpoint(double seconds) const {
-  json c = json_header(kCkptSchema, 1);
-  c["config"] = config_;
-  c["step"] = st_.step;
-  c["lambda1"] = st_.lambda1;
-  c["lambda2"] = st_.lambda2;
-  c["mse_ref"] = st_.mse_ref;
-  c["mse_eval_init"] = st_.mse_eval_init;
-  c["seconds"] = seconds;
-  json ms = json::array();
-  for (const auto& m : mods_) ms.push_back({{"name", m.e->name}, {"pi", m.pi}, {"m", m.m}, {"v", m.v}});
-  c["modules"] = ms;
-  c["curve"] = st_.curve;
-  return write_file_atomic_nosync(ckpt_path_, c.dump() + "\n");  // compact: written often
+  Checkpoint c;
+  c.config = config_;
+  c.step = st_.step;
+  c.lambda1 = st_.lambda1;
+  c.lambda2 = st_.lambda2;
+  c.mse_ref = st_.mse_ref;
+  c.mse_eval_init = st_.mse_eval_init;
+  c.seconds = seconds;
+  c.curve = st_.curve;
+  for (const auto& m : mods_) c.modules.push_back({m.e->name, m.pi, m.m, m.v});
+  return c.save(ckpt_path_);
 }
 
 // Dequantizes layer l's candidates into bufs_ and points `mix` at them with mixing weights w.
