@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Setup (apt + pinned llama.cpp sdist) and build gamma with the llama.cpp tools, in build/.
+# Setup (apt + pinned llama.cpp sdist) and build gamma with the llama.cpp tools, in build/
+# (BUILD_DIR overrides; CMAKE_EXTRA adds configure options, e.g. the sanitizer build's).
 # ccache keeps a second build of the same sources to about a minute.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 llama_dir=$(bash "$root/scripts/setup.sh" | tail -n 1)
 jobs=${JOBS:-$(nproc)}
-cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release -DGAMMA_LLAMA_DIR="$llama_dir" >/dev/null
-cmake --build "$root/build" -j "$jobs"
+dir=$root/${BUILD_DIR:-build}
+cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DGAMMA_LLAMA_DIR="$llama_dir" ${CMAKE_EXTRA:-} >/dev/null
+cmake --build "$dir" -j "$jobs"
