@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "gguf_model/model.h"
+#include "llama/log.h"
 #include "learn/candidates.h"
 #include "model/layer.h"
 #include "pool/manifest.h"
@@ -128,7 +129,7 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
 }
 
 int hawq_main(int argc, char** argv) {
-  capture_ggml_logs();  // libllama's load chatter (activation cache) only on failure
+  llama::capture_logs();  // libllama's load chatter (activation cache) only on failure
   HawqOptions o;
   CLI::App app{"HAWQ-V2 scores: Hutchinson Hessian trace x squared perturbation per module and candidate", "gamma hawq"};
   app.add_option("pool", o.pool_dir, "pool directory (gamma pool)")->required();

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "gguf_model/model.h"
+#include "llama/log.h"
 
 namespace gm {
 
@@ -43,7 +44,7 @@ void add_learn_options(CLI::App* c, LearnOptions* o) {
 }
 
 int learn_main(int argc, char** argv) {
-  capture_ggml_logs();
+  llama::capture_logs();
   LearnOptions o;
   CLI::App app{"Stage I: learn per-module candidate scores (GAMMA; resumable)", "gamma learn"};
   add_learn_options(&app, &o);
