@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "gguf_model/model.h"
+#include "llama/log.h"
 #include "learn/learn.h"
 #include "model/activations.h"
 #include "model/llama_runner.h"
@@ -58,7 +59,7 @@ std::vector<int> parse_list(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  capture_ggml_logs();
+  llama::capture_logs();
   std::string teacher = std::string(GAMMA_SHARED_DATA) + "/models/stories260K.gguf", pool;
   int seq_len = 256, batch = 2, steps = 6;
   int threads = gm::resolve_threads();

@@ -11,7 +11,7 @@
 #include <ATen/ATen.h>
 #include <CLI/CLI.hpp>
 
-#include "gguf_model/model.h"
+#include "llama/log.h"
 #include "learn/hawq.h"
 #include "learn/learn.h"
 #include "util/main_guard.h"
@@ -55,7 +55,7 @@ int fail(const Status& s) {
 }
 
 int learn_main(int argc, char** argv) {
-  capture_ggml_logs();
+  llama::capture_logs();
   LearnOptions o;
   std::string objective = "mse", penalty = "al", optimizer = "adam", estimator = "soft", init = "tilt";
   CLI::App app{"Stage I: learn per-module candidate scores (GAMMA; resumable)", "gamma learn"};
@@ -112,7 +112,7 @@ int learn_main(int argc, char** argv) {
 }
 
 int hawq_main(int argc, char** argv) {
-  capture_ggml_logs();  // libllama's load chatter (activation cache) only on failure
+  llama::capture_logs();  // libllama's load chatter (activation cache) only on failure
   HawqOptions o;
   CLI::App app{"HAWQ-V2 scores: Hutchinson Hessian trace x squared perturbation per module and candidate", "gamma hawq"};
   add_common(app, &o.pool_dir, &o.teacher_path, &o.out_path, &o.seqs, &o.n_threads, &o.calib, &o.quiet);

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "gguf_model/model.h"
+#include "llama/log.h"
 #include "util/main_guard.h"
 
 namespace gm::cli {
@@ -24,7 +24,7 @@ bool register_command(int order, AddCommand add) {
 
 int main(int argc, char** argv) {
   using namespace gm::cli;
-  gm::capture_ggml_logs();
+  gm::llama::capture_logs();
   // A file-size limit (ulimit -f) then fails a write with EFBIG, reported like a full disk,
   // instead of killing the process mid-file.
   std::signal(SIGXFSZ, SIG_IGN);

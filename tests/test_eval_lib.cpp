@@ -8,16 +8,20 @@
 
 #include <gtest/gtest.h>
 
-#include "eval/llama_env.h"
 #include "eval/logprobs.h"
 #include "eval/perplexity.h"
 #include "eval/tasks.h"
+#include "llama/context.h"
 #include "testing.h"
 
 namespace gm::eval {
 namespace {
 
 using gm::testing::TempDir;
+using llama::Batch;
+using llama::ContextOptions;
+using llama::LlamaContext;
+using llama::LlamaModel;
 
 TEST(EvalRowMath, NllOfKnownDistribution) {
   // p = softmax(0, ln 3) = (1/4, 3/4).

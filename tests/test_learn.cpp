@@ -10,6 +10,7 @@
 #include <random>
 
 #include "gguf_model/model.h"
+#include "llama/log.h"
 #include "learn/candidates.h"
 #include "learn/checkpoint.h"
 #include "learn/layer_step.h"
@@ -27,7 +28,7 @@ using gm::testing::TempDir;
 
 namespace {
 
-const bool quiet_logs = (gm::capture_ggml_logs(), true);
+const bool quiet_logs = (gm::llama::capture_logs(), true);
 
 // A pool of stories260K (ffn_down rows of 172 admit only F16).
 std::string make_pool(const TempDir& dir, const std::string& types = "Q4_0,Q5_0,Q8_0,F16") {

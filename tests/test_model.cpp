@@ -10,6 +10,7 @@
 #include "ggml.h"
 #include "gguf.h"
 #include "gguf_model/model.h"
+#include "llama/log.h"
 #include "model/activations.h"
 #include "model/hparams.h"
 #include "model/llama_runner.h"
@@ -23,7 +24,7 @@ using gm::testing::TempDir;
 
 namespace {
 
-const bool quiet_logs = (gm::capture_ggml_logs(), true);
+const bool quiet_logs = (gm::llama::capture_logs(), true);
 
 std::vector<int32_t> story_tokens(const std::string& gguf, int n) {
   auto runner = LlamaRunner::open(gguf, 16, 1);

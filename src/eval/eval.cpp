@@ -9,12 +9,13 @@
 
 #include <fmt/format.h>
 
-#include "eval/llama_env.h"
 #include "eval/logprobs.h"
 #include "eval/perplexity.h"
 #include "eval/tasks.h"
+#include "llama/backend.h"
 #include "util/files.h"
 #include "util/progress.h"
+#include "util/threads.h"
 
 namespace gm::eval {
 namespace {
@@ -37,7 +38,7 @@ uint64_t logprob_file_bytes(int n_ctx, int n_vocab, int n_chunks) {
   return 20 + 4ull * n_ctx * n_chunks + uint64_t(n_chunks) * scored_per_chunk(n_ctx) * logprob_row_len(n_vocab) * 2;
 }
 
-Status check_same_vocab(const LlamaModel& student, const LlamaModel& teacher) {
+Status check_same_vocab(const llama::LlamaModel& student, const llama::LlamaModel& teacher) {
   if (student.n_vocab() != teacher.n_vocab())
     return Status::errorf("vocabulary mismatch: {} has {} tokens, teacher {} has {}", student.path(),
                           student.n_vocab(), teacher.path(), teacher.n_vocab());
@@ -52,7 +53,7 @@ Status check_same_vocab(const LlamaModel& student, const LlamaModel& teacher) {
 }
 
 // Reads and tokenizes the text as llama-perplexity's -f does (one trailing newline dropped).
-Result<std::vector<llama_token>> tokenize_text(const LlamaModel& model, const std::string& path) {
+Result<std::vector<llama_token>> tokenize_text(const llama::LlamaModel& model, const std::string& path) {
   GAMMA_ASSIGN_OR_RETURN(std::string text, read_file(path));
   if (!text.empty() && text.back() == '\n') text.pop_back();
   if (text.empty()) return Status::errorf("text file {} is empty", path);
@@ -63,7 +64,7 @@ bool same_prefix(const std::vector<llama_token>& a, const std::vector<llama_toke
   return a.size() >= n && b.size() >= n && std::equal(a.begin(), a.begin() + n, b.begin());
 }
 
-json model_json(const LlamaModel& m, const std::string& sha, uint64_t file_bytes) {
+json model_json(const llama::LlamaModel& m, const std::string& sha, uint64_t file_bytes) {
   json j;
   j["path"] = m.path();
   j["sha256"] = sha;
@@ -125,11 +126,11 @@ std::string teacher_cache_path(const std::string& teacher_sha, const std::string
 // Perplexity, and KLD against the teacher when there is one: the teacher's log-probs come
 // from an existing base file (--kld-base), gamma's cache, or the teacher run side by side
 // (and written to the base file or the cache when there is room).
-Status eval_text_part(const EvalRequest& req, const LlamaModel& model_ref, LogprobReader* reader, json* out_json,
+Status eval_text_part(const EvalRequest& req, const llama::LlamaModel& model_ref, LogprobReader* reader, json* out_json,
                       json* settings_json) {
   json& out = *out_json;
   json& settings = *settings_json;
-  const LlamaModel* model = &model_ref;
+  const llama::LlamaModel* model = &model_ref;
   TextEvalOptions opt;
   opt.n_batch = req.n_batch;
   opt.n_ubatch = req.n_ubatch;
@@ -145,7 +146,7 @@ Status eval_text_part(const EvalRequest& req, const LlamaModel& model_ref, Logpr
   }
   int n_chunks = 0;
   BaseSource base;
-  std::unique_ptr<LlamaModel> teacher;
+  std::unique_ptr<llama::LlamaModel> teacher;
   std::string base_path;  // file the base log-probs come from or go to
   bool base_reused = false;
 
@@ -206,7 +207,7 @@ Status eval_text_part(const EvalRequest& req, const LlamaModel& model_ref, Logpr
       }
     }
     if (!cached) {
-      GAMMA_ASSIGN_OR_RETURN(teacher, LlamaModel::load(req.teacher));
+      GAMMA_ASSIGN_OR_RETURN(teacher, llama::LlamaModel::load(req.teacher));
       base.teacher = teacher.get();
     }
     GAMMA_ASSIGN_OR_RETURN(uint64_t teacher_bytes, file_size(req.teacher));
@@ -274,11 +275,11 @@ Status eval_text_part(const EvalRequest& req, const LlamaModel& model_ref, Logpr
 }
 
 // Zero-shot multiple choice on each task.
-Status eval_tasks_part(const EvalRequest& req, const LlamaModel& model_ref, const std::vector<McTask>& tasks,
+Status eval_tasks_part(const EvalRequest& req, const llama::LlamaModel& model_ref, const std::vector<McTask>& tasks,
                        json* out_json, json* settings_json) {
   json& out = *out_json;
   json& settings = *settings_json;
-  const LlamaModel* model = &model_ref;
+  const llama::LlamaModel* model = &model_ref;
   McOptions mo;
   mo.n_threads = req.n_threads;
   mo.n_batch = 512;  // one ubatch per decode: unified-KV attention stays a small share
@@ -307,7 +308,7 @@ Status eval_tasks_part(const EvalRequest& req, const LlamaModel& model_ref, cons
 
 Result<json> run_eval(const EvalRequest& req) {
   const auto t0 = std::chrono::steady_clock::now();
-  init_llama();
+  llama::init();
 
   // ---- validate everything cheap before any decoding
   const bool base_exists = exists(req.kld_base);
@@ -341,12 +342,12 @@ Result<json> run_eval(const EvalRequest& req) {
     GAMMA_ASSIGN_OR_RETURN(reader, LogprobReader::open(req.kld_base));
   }
 
-  GAMMA_ASSIGN_OR_RETURN(auto model, LlamaModel::load(req.model));
+  GAMMA_ASSIGN_OR_RETURN(auto model, llama::LlamaModel::load(req.model));
   if (llama_vocab_get_add_eos(model->vocab()))
     return Status::errorf("{}: its tokenizer appends EOS, which llama.cpp's perplexity does not support", req.model);
-  std::unique_ptr<LlamaModel> teacher_vocab;
+  std::unique_ptr<llama::LlamaModel> teacher_vocab;
   if (!req.teacher.empty()) {
-    GAMMA_ASSIGN_OR_RETURN(teacher_vocab, LlamaModel::load(req.teacher, /*vocab_only=*/true));
+    GAMMA_ASSIGN_OR_RETURN(teacher_vocab, llama::LlamaModel::load(req.teacher, /*vocab_only=*/true));
     GAMMA_RETURN_IF_ERROR(check_same_vocab(*model, *teacher_vocab));
   }
 

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "util/parallel.h"
 #include "util/progress.h"
 
 namespace gm::eval {
@@ -15,17 +16,17 @@ namespace {
 // chunk's positions n_ctx/2 .. n_ctx-1, exactly the outputs llama-perplexity requests.
 class ChunkRunner {
  public:
-  static Result<std::unique_ptr<ChunkRunner>> create(const LlamaModel& model, const TextEvalOptions& opt) {
+  static Result<std::unique_ptr<ChunkRunner>> create(const llama::LlamaModel& model, const TextEvalOptions& opt) {
     std::unique_ptr<ChunkRunner> r(new ChunkRunner(model, opt));
-    ContextOptions co;
+    llama::ContextOptions co;
     co.n_ctx = r->n_seq_ * r->n_ctx_;
     co.n_batch = r->n_batch_;
     co.n_ubatch = std::min(opt.n_ubatch, r->n_batch_);
     co.n_seq = r->n_seq_;
     co.n_threads = opt.n_threads;
     co.kv_unified = false;  // as llama-perplexity for perplexity/KLD
-    GAMMA_ASSIGN_OR_RETURN(r->ctx_, LlamaContext::create(model, co));
-    r->batch_ = std::make_unique<Batch>(r->n_batch_, 1);
+    GAMMA_ASSIGN_OR_RETURN(r->ctx_, llama::LlamaContext::create(model, co));
+    r->batch_ = std::make_unique<llama::Batch>(r->n_batch_, 1);
     return r;
   }
 
@@ -67,7 +68,7 @@ class ChunkRunner {
   }
 
  private:
-  ChunkRunner(const LlamaModel& model, const TextEvalOptions& opt)
+  ChunkRunner(const llama::LlamaModel& model, const TextEvalOptions& opt)
       : n_ctx_(opt.n_ctx),
         n_seq_(std::max(1, opt.n_batch / opt.n_ctx)),
         n_batch_(std::min(opt.n_batch, n_seq_ * opt.n_ctx)),
@@ -77,8 +78,8 @@ class ChunkRunner {
   int n_ctx_, n_seq_, n_batch_, n_vocab_;
   bool add_bos_;
   llama_token bos_;
-  std::unique_ptr<LlamaContext> ctx_;
-  std::unique_ptr<Batch> batch_;
+  std::unique_ptr<llama::LlamaContext> ctx_;
+  std::unique_ptr<llama::Batch> batch_;
   std::vector<float> multi_;  // logits gathered over several decodes when n_batch < n_ctx
   const float* base_ = nullptr;
 };
@@ -209,7 +210,7 @@ KldStats kld_stats(const KldAccum& kld, std::vector<float> kld_values, std::vect
   return r;
 }
 
-Result<TextEvalResult> eval_text(const LlamaModel& model, const std::vector<llama_token>& tokens, int n_chunks,
+Result<TextEvalResult> eval_text(const llama::LlamaModel& model, const std::vector<llama_token>& tokens, int n_chunks,
                                  const TextEvalOptions& opt, const BaseSource* base, Progress* progress) {
   const auto t0 = std::chrono::steady_clock::now();
   const int n_ctx = opt.n_ctx;
@@ -217,7 +218,7 @@ Result<TextEvalResult> eval_text(const LlamaModel& model, const std::vector<llam
     return Status::errorf("{} chunks of {} need {} tokens, have {}", n_chunks, n_ctx, size_t(n_chunks) * n_ctx,
                           tokens.size());
   const bool kl = base && (base->reader || base->teacher);
-  const LlamaModel* teacher = kl ? base->teacher : nullptr;
+  const llama::LlamaModel* teacher = kl ? base->teacher : nullptr;
   const int n_vocab = model.n_vocab();
   if (teacher && teacher->n_vocab() != n_vocab)
     return Status::errorf("vocabulary mismatch: {} has {} tokens, teacher {} has {}", model.path(), n_vocab,

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "eval/llama_env.h"
 #include "eval/logprobs.h"
+#include "llama/context.h"
 #include "util/status.h"
 
 namespace gm {
@@ -56,7 +56,7 @@ struct KldStats {
 // file, or a teacher model run side by side (optionally saving what it computes).
 struct BaseSource {
   LogprobReader* reader = nullptr;
-  const LlamaModel* teacher = nullptr;
+  const llama::LlamaModel* teacher = nullptr;
   LogprobWriter* writer = nullptr;  // only with teacher
 };
 
@@ -69,7 +69,7 @@ struct TextEvalResult {
 
 // Evaluates `model` on chunks [0, n_chunks) of `tokens` (at least n_chunks * n_ctx long).
 // With `base`, also the KL divergence against it; `progress` may be null.
-Result<TextEvalResult> eval_text(const LlamaModel& model, const std::vector<llama_token>& tokens, int n_chunks,
+Result<TextEvalResult> eval_text(const llama::LlamaModel& model, const std::vector<llama_token>& tokens, int n_chunks,
                                  const TextEvalOptions& opt, const BaseSource* base, Progress* progress);
 
 // Statistics exactly as llama-perplexity's kl_divergence() reports them (values are sorted).

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "util/parallel.h"
 #include "util/progress.h"
 
 namespace gm::eval {
@@ -89,7 +90,7 @@ struct Request {
 };
 
 // lm-eval's _encode_pair: whole = tok(ctx + cont); ctx_enc = tok(ctx); cont = whole[len(ctx_enc):].
-Result<Request> encode(const LlamaModel& model, std::string context, std::string continuation) {
+Result<Request> encode(const llama::LlamaModel& model, std::string context, std::string continuation) {
   size_t keep = context.size();
   while (keep > 0 && is_space(context[keep - 1])) --keep;
   continuation = context.substr(keep) + continuation;
@@ -192,7 +193,8 @@ double mean_stderr(const std::vector<double>& x) {
   return std::sqrt(ss / (n - 1)) / std::sqrt(double(n));
 }
 
-Result<McResult> score_task(const LlamaModel& model, const McTask& task, const McOptions& opt, Progress* progress) {
+Result<McResult> score_task(const llama::LlamaModel& model, const McTask& task, const McOptions& opt,
+                            Progress* progress) {
   const auto t0 = std::chrono::steady_clock::now();
   const int n_vocab = model.n_vocab();
   const int threads = resolve_threads(opt.n_threads);
@@ -223,14 +225,14 @@ Result<McResult> score_task(const LlamaModel& model, const McTask& task, const M
                           opt.n_seq);
   const int n_batch = std::max(opt.n_batch, max_item);
 
-  ContextOptions co;
+  llama::ContextOptions co;
   co.n_ctx = n_batch;
   co.n_batch = n_batch;
   co.n_seq = opt.n_seq;
   co.n_threads = opt.n_threads;
   co.kv_unified = true;  // options of one item share their prefix cells
-  GAMMA_ASSIGN_OR_RETURN(auto ctx, LlamaContext::create(model, co));
-  Batch batch(n_batch, max_opts);
+  GAMMA_ASSIGN_OR_RETURN(auto ctx, llama::LlamaContext::create(model, co));
+  llama::Batch batch(n_batch, max_opts);
 
   McResult res;
   struct Need {

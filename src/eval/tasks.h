@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "eval/llama_env.h"
+#include "llama/context.h"
 #include "util/status.h"
 
 namespace gm {
@@ -65,7 +65,8 @@ struct McResult {
   std::vector<std::vector<double>> loglik;  // per item, per option
 };
 
-Result<McResult> score_task(const LlamaModel& model, const McTask& task, const McOptions& opt, Progress* progress);
+Result<McResult> score_task(const llama::LlamaModel& model, const McTask& task, const McOptions& opt,
+                            Progress* progress);
 
 // lm-eval's mean_stderr: sample standard deviation (n-1) over sqrt(n).
 double mean_stderr(const std::vector<double>& x);

@@ -5,10 +5,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 
 #include "gguf.h"
-#include "llama.h"
+#include "llama/log.h"
 #include "util/files.h"
 
 namespace gm {
@@ -20,25 +19,6 @@ int64_t TensorInfo::n_elements() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
-}
-
-// ---- log capture -------------------------------------------------------------------------
-static std::mutex g_log_mu;
-static std::string g_last_error;
-static void log_cb(enum ggml_log_level level, const char* text, void*) {
-  if (level != GGML_LOG_LEVEL_ERROR) return;
-  std::lock_guard<std::mutex> lk(g_log_mu);
-  std::string s(text ? text : "");
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  if (!s.empty()) g_last_error = s;
-}
-void capture_ggml_logs() {
-  ggml_log_set(log_cb, nullptr);
-  llama_log_set(log_cb, nullptr);
-}
-std::string last_ggml_error() {
-  std::lock_guard<std::mutex> lk(g_log_mu);
-  return g_last_error;
 }
 
 // ---- types ---------------------------------------------------------------------------------
@@ -122,9 +102,11 @@ static Status open_gguf(const std::string& path, int& fd, gguf_context*& ctx, ui
   if (::pread(fd, magic, 4, 0) != 4 || std::memcmp(magic, "GGUF", 4) != 0)
     return Status::errorf("{} is not a GGUF file (bad magic)", path);
   gguf_init_params params{/*no_alloc=*/true, /*ctx=*/nullptr};
+  llama::capture_logs();  // gguf.h reports through ggml's log
+  llama::clear_errors();
   ctx = gguf_init_from_file(path.c_str(), params);
   if (!ctx) {
-    std::string why = last_ggml_error();
+    std::string why = llama::last_error();
     return Status::errorf("{} is a corrupt or truncated GGUF{}{}", path, why.empty() ? "" : ": ", why);
   }
   const uint64_t data_off = gguf_get_data_offset(ctx);

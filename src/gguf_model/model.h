@@ -106,11 +106,6 @@ bool type_needs_imatrix(ggml_type type);
 // Bytes of `n_rows` rows of `row_width` at `type` (block scales included).
 uint64_t type_bytes(ggml_type type, int64_t row_width, int64_t n_rows);
 
-// Silences ggml/llama logging and keeps the last error line, so failures surface as one
-// line in a Status instead of multi-line stderr spam. Call once at startup.
-void capture_ggml_logs();
-std::string last_ggml_error();
-
 }  // namespace gm
 
 namespace gm {

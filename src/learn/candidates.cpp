@@ -3,13 +3,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <thread>
 
 #include "ggml.h"
 #include "gguf.h"
 #include "gguf_model/model.h"
+#include "util/parallel.h"
 
 namespace gm {
 
@@ -96,13 +97,7 @@ Status CandidateStore::dequantize(const ModuleEntry& module, const Candidate& ca
     if (type == GGML_TYPE_F32) std::memcpy(out, buf.data(), buf.size());
     else ggml_get_type_traits(type)->to_float(buf.data(), out, (r1 - r0) * width);
   };
-  if (n_threads == 1) {
-    work(0);
-  } else {
-    std::vector<std::thread> th;
-    for (int t = 0; t < n_threads; ++t) th.emplace_back(work, t);
-    for (auto& x : th) x.join();
-  }
+  parallel_for(n_threads, n_threads, 1, [&](int64_t t, int) { work(int(t)); });
   for (auto& s : st) GAMMA_RETURN_IF_ERROR(s);
   return Status::ok();
 }

@@ -7,6 +7,7 @@
 
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
+#include "llama/log.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -68,6 +69,7 @@ void check_cpu() {
 void init() {
   static std::once_flag once;
   std::call_once(once, [] {
+    capture_logs();
     llama_backend_init();
     check_cpu();
   });

@@ -10,11 +10,12 @@
 
 namespace gm::llama {
 
-// llama_backend_init once; on first use checks the CPU against the build and prints at most
-// one note on stderr: when the CPU has AMX that ggml deliberately does not use, or when this
-// ggml lists an AMX buffer type (then extra buffer types are turned off, see model_params).
-// Fails the process (one line, exit 1) when ggml was compiled for an extension this CPU
-// lacks (a build copied from another machine), which would otherwise die of SIGILL.
+// llama_backend_init once, after installing the log sink (llama/log.h); on first use checks
+// the CPU against the build and prints at most one note on stderr: when the CPU has AMX that
+// ggml deliberately does not use, or when this ggml lists an AMX buffer type (then extra
+// buffer types are turned off, see model_params). Fails the process (one line, exit 1) when
+// ggml was compiled for an extension this CPU lacks (a build copied from another machine),
+// which would otherwise die of SIGILL.
 void init();
 
 // llama_model_default_params for CPU inference: no GPU layers, and use_extra_bufts off when

@@ -1,71 +1,40 @@
 #include "model/llama_runner.h"
 
-#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "ggml-backend.h"
 #include "ggml.h"
-#include "gguf_model/model.h"
-#include "llama.h"
-#include "llama/backend.h"
-#include "util/threads.h"
+#include "llama/context.h"
 
 namespace gm {
+
 Result<std::unique_ptr<LlamaRunner>> LlamaRunner::open(const std::string& gguf_path, int n_ctx, int n_threads) {
   if (n_ctx <= 0) return Status::errorf("bad context length {}", n_ctx);
-  n_threads = resolve_threads(n_threads);
   std::unique_ptr<LlamaRunner> r(new LlamaRunner());
-  const llama_model_params mp = gm::llama::model_params();
-  r->model_ = llama_model_load_from_file(gguf_path.c_str(), mp);
-  if (!r->model_) {
-    const std::string why = last_ggml_error();
-    return Status::errorf("libllama cannot load {}{}{}", gguf_path, why.empty() ? "" : ": ", why);
-  }
-  auto cp = llama_context_default_params();
-  cp.n_ctx = uint32_t(n_ctx);
-  cp.n_batch = uint32_t(n_ctx);
-  cp.n_ubatch = uint32_t(n_ctx);  // one ubatch per sequence: each capture holds all its tokens
-  cp.n_seq_max = 1;
-  cp.n_threads = n_threads;
-  cp.n_threads_batch = n_threads;
-  cp.type_k = GGML_TYPE_F32;  // no F16 rounding of K and V
-  cp.type_v = GGML_TYPE_F32;
-  cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-  cp.cb_eval = &LlamaRunner::eval_cb;
-  cp.cb_eval_user_data = r.get();
-  cp.no_perf = true;
-  r->ctx_ = llama_init_from_model(r->model_, cp);
-  if (!r->ctx_) {
-    const std::string why = last_ggml_error();
-    return Status::errorf("libllama cannot create a context for {}{}{}", gguf_path, why.empty() ? "" : ": ", why);
-  }
-  r->n_layer_ = llama_model_n_layer(r->model_);
-  r->n_embd_ = llama_model_n_embd(r->model_);
-  r->n_vocab_ = llama_vocab_n_tokens(llama_model_get_vocab(r->model_));
+  GAMMA_ASSIGN_OR_RETURN(r->model_, llama::LlamaModel::load(gguf_path));
+  llama::ContextOptions co;
+  co.n_ctx = co.n_batch = co.n_ubatch = n_ctx;  // one ubatch per sequence: each capture holds all its tokens
+  co.n_threads = n_threads;
+  co.exact_f32 = true;
+  co.eval_cb = &LlamaRunner::eval_cb;
+  co.eval_cb_data = r.get();
+  GAMMA_ASSIGN_OR_RETURN(r->ctx_, llama::LlamaContext::create(*r->model_, co));
+  r->n_layer_ = r->model_->n_layer();
+  r->n_embd_ = r->model_->n_embd();
+  r->n_vocab_ = r->model_->n_vocab();
   r->n_ctx_ = n_ctx;
   return r;
 }
 
-LlamaRunner::~LlamaRunner() {
-  if (ctx_) llama_free(ctx_);
-  if (model_) llama_model_free(model_);
-}
+LlamaRunner::~LlamaRunner() = default;
 
 Result<std::vector<int32_t>> LlamaRunner::tokenize(const std::string& text) const {
-  const llama_vocab* vocab = llama_model_get_vocab(model_);
-  if (text.size() > size_t(INT32_MAX) - 8) return Status::error("text too long to tokenize in one piece");
-  std::vector<llama_token> toks(text.size() + 8);
-  int32_t n = llama_tokenize(vocab, text.data(), int32_t(text.size()), toks.data(), int32_t(toks.size()),
-                             /*add_special=*/false, /*parse_special=*/false);
-  if (n < 0) return Status::error("tokenization failed");
-  toks.resize(size_t(n));
+  GAMMA_ASSIGN_OR_RETURN(auto toks, model_->tokenize(text, /*add_special=*/false));
   return std::vector<int32_t>(toks.begin(), toks.end());
 }
 
-int32_t LlamaRunner::bos() const {
-  const llama_vocab* vocab = llama_model_get_vocab(model_);
-  return llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : -1;
-}
+int32_t LlamaRunner::bos() const { return model_->add_bos() ? model_->bos() : -1; }
 
 bool LlamaRunner::eval_cb(ggml_tensor* t, bool ask, void* user) {
   auto* self = static_cast<LlamaRunner*>(user);
@@ -98,17 +67,10 @@ Status LlamaRunner::run(const std::vector<int32_t>& tokens, Capture* out, bool w
   if (n <= 0 || n > n_ctx_) return Status::errorf("sequence of {} tokens does not fit the context of {}", n, n_ctx_);
   for (int32_t t : tokens)
     if (t < 0 || t >= n_vocab_) return Status::errorf("token id {} outside the vocabulary ({})", t, n_vocab_);
-  llama_memory_clear(llama_get_memory(ctx_), true);
-  llama_batch batch = llama_batch_init(n, 0, 1);
-  for (int i = 0; i < n; ++i) {
-    batch.token[i] = tokens[size_t(i)];
-    batch.pos[i] = i;
-    batch.n_seq_id[i] = 1;
-    batch.seq_id[i][0] = 0;
-    // All rows are outputs: the last layer then keeps every token (out_ids selects all).
-    batch.logits[i] = 1;
-  }
-  batch.n_tokens = n;
+  ctx_->clear_memory();
+  llama::Batch batch(n, 1);
+  // All rows are outputs: the last layer then keeps every token (out_ids selects all).
+  for (int i = 0; i < n; ++i) batch.add(tokens[size_t(i)], i, 0, /*logits=*/true);
   if (want_hidden) {
     out->hidden.assign(size_t(n_layer_ + 1), {});
     cap_ = out;
@@ -116,17 +78,16 @@ Status LlamaRunner::run(const std::vector<int32_t>& tokens, Capture* out, bool w
   cap_tokens_ = n;
   captured_ = 0;
   cap_error_.clear();
-  const int rc = llama_decode(ctx_, batch);
+  const Status st = ctx_->decode(batch.get());
   cap_ = nullptr;
-  llama_batch_free(batch);
-  if (rc != 0) return Status::errorf("llama_decode failed ({}){}{}", rc, last_ggml_error().empty() ? "" : ": ", last_ggml_error());
+  GAMMA_RETURN_IF_ERROR(st);
   if (!cap_error_.empty()) return Status::error(cap_error_);
   if (want_hidden && captured_ != n_layer_ + 1)
     return Status::errorf("captured {} of {} layer boundaries from libllama", captured_, n_layer_ + 1);
   if (want_logits) {
     out->logits.resize(size_t(n) * size_t(n_vocab_));
     for (int i = 0; i < n; ++i) {
-      const float* l = llama_get_logits_ith(ctx_, i);
+      const float* l = llama_get_logits_ith(ctx_->get(), i);
       if (!l) return Status::errorf("no logits for token {}", i);
       std::memcpy(out->logits.data() + size_t(i) * size_t(n_vocab_), l, size_t(n_vocab_) * sizeof(float));
     }

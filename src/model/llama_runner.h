@@ -1,8 +1,8 @@
-// libllama as tokenizer, teacher and judge. One sequence at a time from an empty KV cache,
-// every layer boundary captured through the eval callback (the token_embd get_rows, l_out-N);
-// the KV cache
-// is F32 and flash attention off, so libllama rounds nothing to F16 and its hidden states
-// are what an exact F32 forward computes.
+// libllama as tokenizer, teacher and judge, on the llama/ adapter. One sequence at a time
+// from an empty KV cache, every layer boundary captured through the eval callback (the
+// token_embd get_rows, l_out-N); the context is exact_f32 (F32 KV cache, flash attention
+// off), so libllama rounds nothing to F16 and its hidden states are what an exact F32
+// forward computes.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -11,11 +11,13 @@
 
 #include "util/status.h"
 
-struct llama_model;
-struct llama_context;
 struct ggml_tensor;
 
 namespace gm {
+namespace llama {
+class LlamaModel;
+class LlamaContext;
+}  // namespace llama
 
 class LlamaRunner {
  public:
@@ -44,8 +46,8 @@ class LlamaRunner {
  private:
   LlamaRunner() = default;
   static bool eval_cb(struct ggml_tensor* t, bool ask, void* user);
-  llama_model* model_ = nullptr;
-  llama_context* ctx_ = nullptr;
+  std::unique_ptr<llama::LlamaModel> model_;
+  std::unique_ptr<llama::LlamaContext> ctx_;  // after model_: freed first
   int n_layer_ = 0, n_ctx_ = 0;
   int64_t n_embd_ = 0, n_vocab_ = 0;
   Capture* cap_ = nullptr;  // target of the callback during run()

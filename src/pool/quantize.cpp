@@ -2,31 +2,20 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <thread>
+
+#include "util/parallel.h"
 
 namespace gm {
-
-// Calls fn(first_row, n_rows) on contiguous row ranges, one per worker.
-template <typename Fn>
-static void parallel_rows(int64_t n_rows, int n_threads, Fn fn) {
-  const int nt = int(std::max<int64_t>(1, std::min<int64_t>(n_threads, n_rows)));
-  if (nt == 1) { fn(0, n_rows); return; }
-  std::vector<std::thread> ws;
-  const int64_t per = (n_rows + nt - 1) / nt;
-  for (int t = 0; t < nt; ++t) {
-    const int64_t a = t * per, b = std::min(n_rows, a + per);
-    if (a < b) ws.emplace_back([=] { fn(a, b - a); });
-  }
-  for (auto& w : ws) w.join();
-}
 
 std::vector<uint8_t> quantize_rows(ggml_type type, const float* src, int64_t n_rows, int64_t row_width,
                                    const float* imatrix, int n_threads) {
   const size_t row_size = ggml_row_size(type, row_width);
   std::vector<uint8_t> out(row_size * size_t(n_rows));
   ggml_quantize_init(type);  // not thread-safe on first use: do it before the workers
-  parallel_rows(n_rows, n_threads, [&](int64_t r0, int64_t nr) {
-    ggml_quantize_chunk(type, src + r0 * row_width, out.data() + r0 * row_size, 0, nr, row_width, imatrix);
+  // One contiguous row range per thread (rows quantize independently).
+  const int nt = int(std::max<int64_t>(1, std::min<int64_t>(n_threads, n_rows)));
+  parallel_chunks(n_rows, nt, (n_rows + nt - 1) / nt, [&](int64_t r0, int64_t r1, int) {
+    ggml_quantize_chunk(type, src + r0 * row_width, out.data() + r0 * row_size, 0, r1 - r0, row_width, imatrix);
   });
   return out;
 }
@@ -35,32 +24,28 @@ double weighted_rel_error(ggml_type type, const uint8_t* data, const float* ref,
                           int64_t row_width, const float* imatrix, int n_threads) {
   const size_t row_size = ggml_row_size(type, row_width);
   const auto* tr = ggml_get_type_traits(type);
+  // The partition fixes the summation order: one row range per thread, partial sums merged
+  // in range order, as ever (n_threads <= 0 means one range).
   const int nt = std::max(1, n_threads);
-  std::vector<double> num(size_t(nt) + 1, 0.0), den(size_t(nt) + 1, 0.0);
-  std::vector<std::thread> ws;
   const int64_t per = (n_rows + nt - 1) / nt;
-  for (int t = 0; t < nt; ++t) {
-    const int64_t a = t * per, b = std::min(n_rows, a + per);
-    if (a >= b) continue;
-    ws.emplace_back([&, t, a, b] {
-      std::vector<float> q(static_cast<size_t>(row_width));
-      double n = 0, d = 0;
-      for (int64_t r = a; r < b; ++r) {
-        const float* x = ref + r * row_width;
-        if (type == GGML_TYPE_F32) std::copy(reinterpret_cast<const float*>(data + r * row_size),
-                                             reinterpret_cast<const float*>(data + r * row_size) + row_width, q.begin());
-        else tr->to_float(data + r * row_size, q.data(), row_width);
-        for (int64_t j = 0; j < row_width; ++j) {
-          const double w = imatrix ? imatrix[j] : 1.0, e = double(x[j]) - q[size_t(j)];
-          n += w * e * e;
-          d += w * double(x[j]) * x[j];
-        }
+  std::vector<double> num(size_t(nt) + 1, 0.0), den(size_t(nt) + 1, 0.0);
+  parallel_chunks(n_rows, nt, per, [&](int64_t a, int64_t b, int) {
+    std::vector<float> q(static_cast<size_t>(row_width));
+    double n = 0, d = 0;
+    for (int64_t r = a; r < b; ++r) {
+      const float* x = ref + r * row_width;
+      if (type == GGML_TYPE_F32) std::copy(reinterpret_cast<const float*>(data + r * row_size),
+                                           reinterpret_cast<const float*>(data + r * row_size) + row_width, q.begin());
+      else tr->to_float(data + r * row_size, q.data(), row_width);
+      for (int64_t j = 0; j < row_width; ++j) {
+        const double w = imatrix ? imatrix[j] : 1.0, e = double(x[j]) - q[size_t(j)];
+        n += w * e * e;
+        d += w * double(x[j]) * x[j];
       }
-      num[size_t(t)] = n;
-      den[size_t(t)] = d;
-    });
-  }
-  for (auto& w : ws) w.join();
+    }
+    num[size_t(a / per)] = n;
+    den[size_t(a / per)] = d;
+  });
   double N = 0, D = 0;
   for (int t = 0; t < nt; ++t) { N += num[size_t(t)]; D += den[size_t(t)]; }
   return D > 0 ? N / D : 0.0;
