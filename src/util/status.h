@@ -54,10 +54,11 @@ class Result {
   explicit operator bool() const { return is_ok(); }
   const Status& status() const { return status_; }
   // Reading the value of an error is a bug in the caller: it aborts with the error's message
-  // (never undefined behaviour).
+  // (never undefined behaviour). On a temporary Result the value is moved out, not referred
+  // to, so `for (auto& x : load().value().items)` does not outlive the Result (ASan found one).
   T& value() & { return checked(); }
   const T& value() const& { return checked(); }
-  T&& value() && { return std::move(checked()); }
+  T value() && { return std::move(checked()); }
   T* operator->() { return &checked(); }
   const T* operator->() const { return &checked(); }
   T& operator*() { return checked(); }
