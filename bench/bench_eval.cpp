@@ -8,6 +8,7 @@
 // Prints one JSON object.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <regex>
@@ -119,8 +120,8 @@ int main(int argc, char** argv) {
         auto res = gm::eval::run_eval(req);
         tg.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
         if (!res.is_ok()) die(res.status().message());
-        ppl_g = res.value()["perplexity"]["ppl"].get<double>();
-        if (kld) kld_g = res.value()["kld"]["mean"].get<double>();
+        ppl_g = res->perplexity->ppl.value_or(NAN);
+        if (kld) kld_g = res->kld->mean.value_or(NAN);
       } else {
         auto t0 = Clock::now();
         Cmd c = run(llama_cmd);

@@ -6,7 +6,6 @@
 #include "eval/eval.h"
 #include "gguf_model/model.h"
 #include "util/files.h"
-#include "util/json.h"
 
 namespace gm::cli {
 namespace {
@@ -50,11 +49,11 @@ void add_eval(CLI::App& app) {
     if (c->count("--limit") && req.limit < 1) fail_if(Status::error("--limit must be positive"));
     // Fail on an unwritable output before spending minutes evaluating.
     if (!o->out.empty()) fail_if(check_writable_dir(o->out));
-    json j = value_or_fail(eval::run_eval(req));
+    eval::EvalResult r = value_or_fail(eval::run_eval(req));
     // gamma's own model identity (header + tensor directory), to match pools and plans.
-    if (auto m = Model::open(req.model); m.is_ok()) j["model"]["fingerprint"] = m.value()->fingerprint();
-    if (!o->out.empty()) fail_if(write_json(o->out, j));
-    std::fputs(eval::summarize(j).c_str(), stdout);
+    if (auto m = Model::open(req.model); m.is_ok()) r.model.fingerprint = m.value()->fingerprint();
+    if (!o->out.empty()) fail_if(r.save(o->out));
+    std::fputs(eval::summarize(r).c_str(), stdout);
   });
 }
 

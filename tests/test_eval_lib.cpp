@@ -5,14 +5,17 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
 #include "eval/logprobs.h"
 #include "eval/perplexity.h"
+#include "eval/result.h"
 #include "eval/tasks.h"
 #include "llama/context.h"
 #include "testing.h"
+#include "util/files.h"
 
 namespace gm::eval {
 namespace {
@@ -210,6 +213,49 @@ TEST(EvalTasksLib, PackedScoringEqualsDirectScoring) {
       correct += best == it.gold;
     }
     EXPECT_DOUBLE_EQ(res->acc, double(correct) / task.items.size());
+  }
+}
+
+// gamma.eval as earlier gammas wrote it (results/ in this repository): read and written again,
+// byte for byte, for a KLD + perplexity eval and a tasks-only one.
+TEST(EvalResultFormat, RoundTripsFilesOfEarlierVersions) {
+  const std::string repo = std::filesystem::path(__FILE__).parent_path().parent_path().string();
+  for (const char* f : {"results/iq_qwen/evals/llama-IQ3_XS.wiki.json", "results/sweep_qwen/evals/gammasl-size-Q4_K_M.mc100.json"}) {
+    const std::string path = repo + "/" + f;
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
+    auto r = EvalResult::load(path);
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    EXPECT_EQ(r->to_json().dump(1) + "\n", read_file(path).value()) << f;
+    auto again = EvalResult::from_json(r->to_json());
+    ASSERT_TRUE(again.is_ok()) << again.status().message();
+    EXPECT_EQ(again->to_json(), r->to_json());
+  }
+  const EvalResult kl = EvalResult::load(repo + "/results/iq_qwen/evals/llama-IQ3_XS.wiki.json").value();
+  ASSERT_TRUE(kl.kld && kl.kld->mean && kl.perplexity && kl.settings.text);
+  EXPECT_GT(*kl.kld->mean, 0.0);
+  EXPECT_FALSE(kl.tasks);
+}
+
+TEST(EvalResultFormat, BadFieldIsCorruptAndNamed) {
+  TempDir t;
+  json j = json_header(EvalResult::kSchema, EvalResult::kVersion);
+  j["model"] = {{"path", "m.gguf"}, {"file_bytes", 100}};
+  j["kld"] = {{"mean", 0.01}, {"delta_p", {{"mean", 0.0}}}};
+  EXPECT_TRUE(EvalResult::from_json(j).is_ok());
+  for (auto [field, bad, needle] : {std::tuple{"/kld/mean", json("small"), "field 'kld.mean' is not a number"},
+                                    {"/kld/delta_p/mean", json(true), "field 'kld.delta_p.mean' is not a number"},
+                                    {"/model/file_bytes", json(-5), "field 'model.file_bytes' is negative"},
+                                    {"/model/path", json(3), "field 'model.path' is not a string"},
+                                    {"/tasks", json(1), "field 'tasks' is not an object"}}) {
+    json b = j;
+    b[json::json_pointer(field)] = bad;
+    const std::string path = t / "bad.json";
+    ASSERT_TRUE(write_json(path, b).is_ok());
+    auto r = EvalResult::load(path);
+    ASSERT_FALSE(r.is_ok()) << field;
+    EXPECT_EQ(r.status().code(), Status::Code::kCorrupt) << field;
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+    EXPECT_EQ(r.status().message().rfind(path, 0), 0u) << r.status().message();
   }
 }
 

@@ -64,47 +64,36 @@ bool same_prefix(const std::vector<llama_token>& a, const std::vector<llama_toke
   return a.size() >= n && b.size() >= n && std::equal(a.begin(), a.begin() + n, b.begin());
 }
 
-json model_json(const llama::LlamaModel& m, const std::string& sha, uint64_t file_bytes) {
-  json j;
-  j["path"] = m.path();
-  j["sha256"] = sha;
-  j["file_bytes"] = file_bytes;
-  j["desc"] = m.desc();
-  j["n_params"] = m.n_params();
-  j["tensor_bytes"] = m.tensor_bytes();
-  j["bpw"] = m.n_params() ? 8.0 * double(m.tensor_bytes()) / double(m.n_params()) : 0.0;
-  j["n_vocab"] = m.n_vocab();
-  return j;
+EvalResult::Model model_result(const llama::LlamaModel& m, const std::string& sha, uint64_t file_bytes) {
+  EvalResult::Model r;
+  r.path = m.path();
+  r.sha256 = sha;
+  r.file_bytes = file_bytes;
+  r.desc = m.desc();
+  r.n_params = m.n_params();
+  r.tensor_bytes = m.tensor_bytes();
+  r.bpw = m.n_params() ? 8.0 * double(m.tensor_bytes()) / double(m.n_params()) : 0.0;
+  r.n_vocab = uint64_t(m.n_vocab());
+  return r;
 }
 
-json kld_json(const KldStats& k) {
-  json j;
-  j["tokens"] = k.count;
-  j["mean"] = k.kld_mean;
-  j["stderr"] = k.kld_stderr;
-  j["median"] = k.kld_median;
-  j["p90"] = k.kld_p90;
-  j["p95"] = k.kld_p95;
-  j["p99"] = k.kld_p99;
-  j["p99_9"] = k.kld_p999;
-  j["max"] = k.kld_max;
-  j["min"] = k.kld_min;
-  j["top1"] = k.top1;
-  j["top1_stderr"] = k.top1_stderr;
-  j["delta_p"] = {{"mean", k.dp_mean}, {"stderr", k.dp_stderr}, {"rms", k.dp_rms}, {"rms_stderr", k.dp_rms_stderr},
-                  {"median", k.dp_median}, {"p1", k.dp_p1}, {"p99", k.dp_p99}, {"min", k.dp_min}, {"max", k.dp_max}};
-  j["ppl"] = k.ppl_q;
-  j["ppl_stderr"] = k.ppl_q_stderr;
-  j["ppl_base"] = k.ppl_base;
-  j["ppl_base_stderr"] = k.ppl_base_stderr;
-  j["ln_ppl_ratio"] = k.ln_ppl_ratio;
-  j["ln_ppl_ratio_stderr"] = k.ln_ppl_ratio_stderr;
-  j["ppl_ratio"] = k.ppl_ratio;
-  j["ppl_ratio_stderr"] = k.ppl_ratio_stderr;
-  j["ppl_diff"] = k.ppl_diff;
-  j["ppl_diff_stderr"] = k.ppl_diff_stderr;
-  j["ln_ppl_correlation"] = k.ln_ppl_cor;
-  return j;
+EvalResult::Kld kld_result(const KldStats& k) {
+  EvalResult::Kld r;
+  r.tokens = k.count;
+  r.mean = k.kld_mean, r.mean_stderr = k.kld_stderr, r.median = k.kld_median;
+  r.p90 = k.kld_p90, r.p95 = k.kld_p95, r.p99 = k.kld_p99, r.p99_9 = k.kld_p999, r.max = k.kld_max, r.min = k.kld_min;
+  r.top1 = k.top1, r.top1_stderr = k.top1_stderr;
+  r.delta_p = {k.dp_mean, k.dp_stderr, k.dp_rms, k.dp_rms_stderr, k.dp_median, k.dp_p1, k.dp_p99, k.dp_min, k.dp_max};
+  r.ppl = k.ppl_q, r.ppl_stderr = k.ppl_q_stderr, r.ppl_base = k.ppl_base, r.ppl_base_stderr = k.ppl_base_stderr;
+  r.ln_ppl_ratio = k.ln_ppl_ratio, r.ln_ppl_ratio_stderr = k.ln_ppl_ratio_stderr;
+  r.ppl_ratio = k.ppl_ratio, r.ppl_ratio_stderr = k.ppl_ratio_stderr;
+  r.ppl_diff = k.ppl_diff, r.ppl_diff_stderr = k.ppl_diff_stderr, r.ln_ppl_correlation = k.ln_ppl_cor;
+  return r;
+}
+
+Result<EvalResult::Teacher> teacher_result(const std::string& path, const std::string& sha) {
+  GAMMA_ASSIGN_OR_RETURN(uint64_t bytes, file_size(path));
+  return EvalResult::Teacher{path, sha, bytes};
 }
 
 }  // namespace
@@ -126,10 +115,9 @@ std::string teacher_cache_path(const std::string& teacher_sha, const std::string
 // Perplexity, and KLD against the teacher when there is one: the teacher's log-probs come
 // from an existing base file (--kld-base), gamma's cache, or the teacher run side by side
 // (and written to the base file or the cache when there is room).
-Status eval_text_part(const EvalRequest& req, const llama::LlamaModel& model_ref, LogprobReader* reader, json* out_json,
-                      json* settings_json) {
-  json& out = *out_json;
-  json& settings = *settings_json;
+Status eval_text_part(const EvalRequest& req, const llama::LlamaModel& model_ref, LogprobReader* reader, EvalResult* out_result) {
+  EvalResult& out = *out_result;
+  EvalResult::Settings& settings = out.settings;
   const llama::LlamaModel* model = &model_ref;
   TextEvalOptions opt;
   opt.n_batch = req.n_batch;
@@ -210,12 +198,10 @@ Status eval_text_part(const EvalRequest& req, const llama::LlamaModel& model_ref
       GAMMA_ASSIGN_OR_RETURN(teacher, llama::LlamaModel::load(req.teacher));
       base.teacher = teacher.get();
     }
-    GAMMA_ASSIGN_OR_RETURN(uint64_t teacher_bytes, file_size(req.teacher));
-    out["teacher"] = {{"path", req.teacher}, {"sha256", teacher_sha}, {"file_bytes", teacher_bytes}};
+    GAMMA_ASSIGN_OR_RETURN(out.teacher, teacher_result(req.teacher, teacher_sha));
   } else if (!req.teacher.empty()) {
     GAMMA_ASSIGN_OR_RETURN(std::string teacher_sha, sha256_file_cached(req.teacher));
-    GAMMA_ASSIGN_OR_RETURN(uint64_t teacher_bytes, file_size(req.teacher));
-    out["teacher"] = {{"path", req.teacher}, {"sha256", teacher_sha}, {"file_bytes", teacher_bytes}};
+    GAMMA_ASSIGN_OR_RETURN(out.teacher, teacher_result(req.teacher, teacher_sha));
   }
 
   const bool kl = base.reader || base.teacher;
@@ -246,67 +232,46 @@ Status eval_text_part(const EvalRequest& req, const llama::LlamaModel& model_ref
   if (pp) progress.finish();
   const TextEvalResult& r = res.value();
 
-  settings["ctx"] = opt.n_ctx;
-  settings["chunks"] = n_chunks;
+  settings.ctx = uint64_t(opt.n_ctx);
+  settings.chunks = uint64_t(n_chunks);
   {
     const int n_seq = std::max(1, opt.n_batch / opt.n_ctx);
     const int nb = std::min(opt.n_batch, n_seq * opt.n_ctx);
-    settings["ubatch"] = std::min(opt.n_ubatch, nb);
+    settings.ubatch = uint64_t(std::min(opt.n_ubatch, nb));
   }
-  settings["text"] = req.text.empty() ? json(nullptr)
-                                      : json{{"path", req.text}, {"sha256", text_sha}, {"tokens", text_tokens}};
-  json ppl;
-  ppl["ppl"] = r.ppl.ppl;
-  ppl["ppl_stderr"] = r.ppl.ppl_stderr;
-  ppl["nll_mean"] = r.ppl.nll_mean;
-  ppl["nll_stderr"] = r.ppl.nll_stderr;
-  ppl["chunks"] = n_chunks;
-  ppl["tokens_scored"] = r.ppl.n_scored;
-  ppl["seconds"] = r.seconds;
-  ppl["tokens_per_second"] = r.seconds > 0 ? double(n_chunks) * opt.n_ctx / r.seconds : 0.0;
-  out["perplexity"] = ppl;
+  if (!req.text.empty()) settings.text = EvalResult::Text{req.text, text_sha, text_tokens};
+  out.perplexity = EvalResult::Perplexity{r.ppl.ppl, r.ppl.ppl_stderr, r.ppl.nll_mean, r.ppl.nll_stderr,
+      uint64_t(n_chunks), r.ppl.n_scored, r.seconds,
+      r.seconds > 0 ? double(n_chunks) * opt.n_ctx / r.seconds : 0.0};
   if (r.kld) {
-    json k = kld_json(*r.kld);
-    k["base_file"] = base_path.empty() ? json(nullptr) : json(base_path);
-    k["base_reused"] = base_reused;
-    out["kld"] = k;
+    out.kld = kld_result(*r.kld);
+    if (!base_path.empty()) out.kld->base_file = base_path;
+    out.kld->base_reused = base_reused;
   }
   return Status::ok();
 }
 
 // Zero-shot multiple choice on each task.
 Status eval_tasks_part(const EvalRequest& req, const llama::LlamaModel& model_ref, const std::vector<McTask>& tasks,
-                       json* out_json, json* settings_json) {
-  json& out = *out_json;
-  json& settings = *settings_json;
+                       EvalResult* out) {
   const llama::LlamaModel* model = &model_ref;
   McOptions mo;
   mo.n_threads = req.n_threads;
   mo.n_batch = 512;  // one ubatch per decode: unified-KV attention stays a small share
-  json tj = json::object();
+  out->tasks.emplace();
   for (const McTask& task : tasks) {
     Progress progress(task.name, int64_t(task.items.size()));
     GAMMA_ASSIGN_OR_RETURN(McResult r, score_task(*model, task, mo, req.progress ? &progress : nullptr));
     if (req.progress) progress.finish(fmt::format("acc {:.4f} acc_norm {:.4f}", r.acc, r.acc_norm));
     GAMMA_ASSIGN_OR_RETURN(std::string task_sha, sha256_file(task.path));
-    tj[task.name] = {{"path", task.path},
-                     {"sha256", task_sha},
-                     {"n", r.n},
-                     {"n_in_file", task.n_in_file},
-                     {"delimiter", task.delimiter},
-                     {"acc", r.acc},
-                     {"acc_stderr", r.acc_stderr},
-                     {"acc_norm", r.acc_norm},
-                     {"acc_norm_stderr", r.acc_norm_stderr},
-                     {"tokens", r.n_tokens},
-                     {"seconds", r.seconds}};
+    out->tasks->push_back({task.name, task.path, task_sha, uint64_t(r.n), uint64_t(task.n_in_file), task.delimiter,
+                           r.acc, r.acc_stderr, r.acc_norm, r.acc_norm_stderr, r.n_tokens, r.seconds});
   }
-  settings["limit"] = req.limit > 0 ? json(req.limit) : json(nullptr);
-  out["tasks"] = tj;
+  if (req.limit > 0) out->settings.limit = uint64_t(req.limit);
   return Status::ok();
 }
 
-Result<json> run_eval(const EvalRequest& req) {
+Result<EvalResult> run_eval(const EvalRequest& req) {
   const auto t0 = std::chrono::steady_clock::now();
   llama::init();
 
@@ -354,42 +319,32 @@ Result<json> run_eval(const EvalRequest& req) {
   GAMMA_ASSIGN_OR_RETURN(std::string model_sha, sha256_file_cached(req.model));
   GAMMA_ASSIGN_OR_RETURN(uint64_t model_bytes, file_size(req.model));
 
-  json out = json_header("gamma.eval", 1);
-  out["model"] = model_json(*model, model_sha, model_bytes);
-  json settings;
-  settings["threads"] = resolve_threads(req.n_threads);
-  settings["batch"] = req.n_batch;
+  EvalResult out;
+  out.model = model_result(*model, model_sha, model_bytes);
+  out.settings.threads = uint64_t(resolve_threads(req.n_threads));
+  out.settings.batch = uint64_t(req.n_batch);
 
-  if (text_mode) GAMMA_RETURN_IF_ERROR(eval_text_part(req, *model, reader.get(), &out, &settings));
-  if (!tasks.empty()) GAMMA_RETURN_IF_ERROR(eval_tasks_part(req, *model, tasks, &out, &settings));
-  out["settings"] = settings;
-  out["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (text_mode) GAMMA_RETURN_IF_ERROR(eval_text_part(req, *model, reader.get(), &out));
+  if (!tasks.empty()) GAMMA_RETURN_IF_ERROR(eval_tasks_part(req, *model, tasks, &out));
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }
 
-std::string summarize(const json& j) {
+std::string summarize(const EvalResult& r) {
+  auto v = [](const std::optional<double>& x) { return x.value_or(NAN); };
   std::string s;
-  if (j.contains("perplexity")) {
-    const auto& p = j["perplexity"];
-    s += fmt::format("PPL = {:.4f} +/- {:.5f} ({} chunks of {}, {:.1f} s)\n", p["ppl"].get<double>(),
-                     p["ppl_stderr"].get<double>(), p["chunks"].get<int>(), j["settings"]["ctx"].get<int>(),
-                     p["seconds"].get<double>());
-  }
-  if (j.contains("kld")) {
-    const auto& k = j["kld"];
+  if (const auto& p = r.perplexity)
+    s += fmt::format("PPL = {:.4f} +/- {:.5f} ({} chunks of {}, {:.1f} s)\n", v(p->ppl), v(p->ppl_stderr),
+                     p->chunks.value_or(0), r.settings.ctx.value_or(0), v(p->seconds));
+  if (const auto& k = r.kld)
     s += fmt::format("PPL(base) = {:.4f}; KLD mean {:.6f} +/- {:.6f}, median {:.6f}, p99 {:.6f}; same top {:.3f} +/- "
                      "{:.3f} %; mean dp {:.3f} +/- {:.3f} %\n",
-                     k["ppl_base"].get<double>(), k["mean"].get<double>(), k["stderr"].get<double>(),
-                     k["median"].get<double>(), k["p99"].get<double>(), 100 * k["top1"].get<double>(),
-                     100 * k["top1_stderr"].get<double>(), 100 * k["delta_p"]["mean"].get<double>(),
-                     100 * k["delta_p"]["stderr"].get<double>());
-  }
-  if (j.contains("tasks")) {
-    for (const auto& [name, t] : j["tasks"].items())
-      s += fmt::format("{}: acc {:.4f} +/- {:.4f}, acc_norm {:.4f} +/- {:.4f} (n={}, {:.1f} s)\n", name,
-                       t["acc"].get<double>(), t["acc_stderr"].get<double>(), t["acc_norm"].get<double>(),
-                       t["acc_norm_stderr"].get<double>(), t["n"].get<int>(), t["seconds"].get<double>());
-  }
+                     v(k->ppl_base), v(k->mean), v(k->mean_stderr), v(k->median), v(k->p99), 100 * v(k->top1),
+                     100 * v(k->top1_stderr), 100 * v(k->delta_p.mean), 100 * v(k->delta_p.mean_stderr));
+  if (r.tasks)
+    for (const auto& t : *r.tasks)
+      s += fmt::format("{}: acc {:.4f} +/- {:.4f}, acc_norm {:.4f} +/- {:.4f} (n={}, {:.1f} s)\n", t.name, v(t.acc),
+                       v(t.acc_stderr), v(t.acc_norm), v(t.acc_norm_stderr), t.n.value_or(0), v(t.seconds));
   return s;
 }
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "util/json.h"
+#include "eval/result.h"
 #include "util/status.h"
 
 namespace gm::eval {
@@ -33,11 +33,11 @@ struct EvalRequest {
   bool progress = true;
 };
 
-// Validates every input before any decoding, then evaluates. Returns the results JSON.
-Result<json> run_eval(const EvalRequest& req);
+// Validates every input before any decoding, then evaluates.
+Result<EvalResult> run_eval(const EvalRequest& req);
 
 // Human-readable lines for the terminal.
-std::string summarize(const json& results);
+std::string summarize(const EvalResult& results);
 
 // Where the teacher cache for this key lives (created on demand). Batch sizes are part of the
 // key because llama.cpp's figures depend on them in the last digits.

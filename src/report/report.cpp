@@ -13,45 +13,6 @@ namespace fs = std::filesystem;
 namespace gm::report {
 namespace {
 
-constexpr const char* kRunsSchema = "gamma.runs";
-constexpr const char* kReportSchema = "gamma.report";
-
-// A malformed field deep inside a file: thrown by the getters below and turned into a
-// Status naming the file at the loader's boundary.
-struct BadField : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// j[k0][k1]...; nullptr when any key is missing or the value is null. `where` names the path.
-const json* walk(const json& j, std::initializer_list<const char*> keys, std::string& where) {
-  const json* cur = &j;
-  for (const char* k : keys) {
-    where += std::string(where.empty() ? "" : ".") + k;
-    if (!cur->is_object() || !cur->contains(k)) return nullptr;
-    cur = &(*cur)[k];
-  }
-  return cur->is_null() ? nullptr : cur;
-}
-
-// j[k0][k1]... as a number; nullopt when any key is missing or the value is null.
-std::optional<double> num_at(const json& j, std::initializer_list<const char*> keys) {
-  std::string where;
-  const json* cur = walk(j, keys, where);
-  if (!cur) return std::nullopt;
-  if (!cur->is_number()) throw BadField(fmt::format("field '{}' is not a number", where));
-  const double v = cur->get<double>();
-  if (!std::isfinite(v)) throw BadField(fmt::format("field '{}' is not finite", where));
-  return v;
-}
-
-std::optional<std::string> str_at(const json& j, std::initializer_list<const char*> keys) {
-  std::string where;
-  const json* cur = walk(j, keys, where);
-  if (!cur) return std::nullopt;
-  if (!cur->is_string()) throw BadField(fmt::format("field '{}' is not a string", where));
-  return cur->get<std::string>();
-}
-
 // The schema a JSON file declares, or an error for unreadable / non-JSON files.
 Result<std::string> schema_of(const std::string& path) {
   GAMMA_ASSIGN_OR_RETURN(std::string text, read_file(path));
@@ -84,79 +45,24 @@ std::string resolve(const std::string& base_dir, const std::string& p) {
   return (fs::path(base_dir) / p).lexically_normal().string();
 }
 
-Result<json> load_eval(const std::string& path) {
-  GAMMA_ASSIGN_OR_RETURN(json j, read_json(path, "gamma.eval", 1));
-  // Check every field the report reads once, here, so later code can trust them.
-  try {
-    num_at(j, {"model", "file_bytes"});
-    str_at(j, {"model", "path"});
-    for (const char* k : {"mean", "stderr", "top1", "top1_stderr"}) num_at(j, {"kld", k});
-    for (const char* k : {"ppl", "ppl_stderr"}) num_at(j, {"perplexity", k});
-    num_at(j, {"settings", "chunks"});
-    str_at(j, {"teacher", "sha256"});
-    num_at(j, {"settings", "ctx"});
-    str_at(j, {"settings", "text", "sha256"});
-    if (j.contains("tasks")) {
-      if (!j["tasks"].is_object()) throw BadField("\"tasks\" is not an object");
-      for (const auto& [name, t] : j["tasks"].items()) {
-        if (!t.is_object()) throw BadField(fmt::format("task {} is not an object", name));
-        for (const char* k : {"acc", "acc_stderr", "acc_norm", "acc_norm_stderr", "n"}) num_at(t, {k});
-      }
-    }
-    if (auto b = num_at(j, {"model", "file_bytes"}); b && *b < 0) throw BadField("model.file_bytes is negative");
-  } catch (const BadField& e) {
-    return Status::errorf("{}: {}", path, e.what());
-  }
-  return j;
-}
-
-// One entry of a gamma.runs descriptor (paths already resolved).
-struct RunSpec {
-  std::string method, label, plan, eval, scores;
+// One run of a descriptor, its paths resolved.
+struct RunSpec : RunEntry {
   std::string base_dir;  // the descriptor's (or the input directory's): scores paths in plans may be relative to it
-  std::optional<double> budget;
 };
 
 Status load_descriptor(const std::string& path, std::vector<RunSpec>* out, std::string* pool) {
-  GAMMA_ASSIGN_OR_RETURN(json j, read_json(path, kRunsSchema, 1));
+  GAMMA_ASSIGN_OR_RETURN(RunList list, RunList::load(path));
   const std::string dir = fs::path(path).parent_path().string();
-  try {
-    for (const auto& [k, v] : j.items())
-      if (k != "schema" && k != "version" && k != "pool" && k != "runs")
-        throw BadField(fmt::format("unknown field '{}'", k));
-    if (auto p = str_at(j, {"pool"})) {
-      const std::string pd = resolve(dir, *p);
-      if (!pool->empty() && canonical(*pool) != canonical(pd))
-        throw BadField(fmt::format("pool {} differs from the pool {} given before", pd, *pool));
-      *pool = pd;
-    }
-    if (!j.contains("runs") || !j["runs"].is_array()) throw BadField("no \"runs\" array");
-    if (j["runs"].empty()) throw BadField("\"runs\" is empty");
-    for (size_t i = 0; i < j["runs"].size(); ++i) {
-      const json& r = j["runs"][i];
-      try {
-        if (!r.is_object()) throw BadField("not an object");
-        for (const auto& [k, v] : r.items())
-          if (k != "method" && k != "label" && k != "budget_bpw" && k != "plan" && k != "eval" && k != "scores")
-            throw BadField(fmt::format("unknown field '{}'", k));
-        RunSpec s;
-        s.method = str_at(r, {"method"}).value_or("");
-        if (s.method.empty()) throw BadField("no \"method\"");
-        s.label = str_at(r, {"label"}).value_or("");
-        s.budget = num_at(r, {"budget_bpw"});
-        if (s.budget && *s.budget <= 0) throw BadField("budget_bpw must be positive");
-        s.plan = resolve(dir, str_at(r, {"plan"}).value_or(""));
-        s.eval = resolve(dir, str_at(r, {"eval"}).value_or(""));
-        s.scores = resolve(dir, str_at(r, {"scores"}).value_or(""));
-        if (s.plan.empty() && s.eval.empty()) throw BadField("needs a \"plan\" or an \"eval\"");
-        s.base_dir = dir;
-        out->push_back(std::move(s));
-      } catch (const BadField& e) {
-        throw BadField(fmt::format("runs[{}]: {}", i, e.what()));
-      }
-    }
-  } catch (const BadField& e) {
-    return Status::errorf("{}: {}", path, e.what());
+  if (!list.pool.empty()) {
+    const std::string pd = resolve(dir, list.pool);
+    if (!pool->empty() && canonical(*pool) != canonical(pd))
+      return Status::errorf("{}: pool {} differs from the pool {} given before", path, pd, *pool);
+    *pool = pd;
+  }
+  for (const RunEntry& e : list.runs) {
+    RunSpec s{e, dir};
+    s.plan = resolve(dir, e.plan), s.eval = resolve(dir, e.eval), s.scores = resolve(dir, e.scores);
+    out->push_back(std::move(s));
   }
   return Status::ok();
 }
@@ -183,13 +89,9 @@ std::optional<double> gguf_linear_bpw(const std::string& path) {
 std::string find_plan_scores(const Run& r, const std::string& base_dir,
                              const std::map<std::string, std::string>& loose_scores) {
   if (!r.plan) return "";
-  std::optional<std::string> src;
-  try {
-    src = str_at(r.plan->info, {"scores", "source"});
-  } catch (const BadField&) {
-    return "";
-  }
-  if (!src || src->empty()) return "";
+  Status unreadable;  // a malformed source is no source
+  const auto src = FieldReader(r.plan->info, &unreadable).object("scores").opt<std::string>("source");
+  if (!unreadable.is_ok() || !src || src->empty()) return "";
   std::error_code ec;
   const std::string plan_dir = fs::path(r.plan_path).parent_path().string();
   const std::string name = fs::path(*src).filename().string();
@@ -201,7 +103,7 @@ std::string find_plan_scores(const Run& r, const std::string& base_dir,
   for (const std::string& c : cands) {
     if (!fs::is_regular_file(c, ec)) continue;
     auto sch = schema_of(c);
-    if (sch.is_ok() && *sch == "gamma.scores") return c;
+    if (sch.is_ok() && *sch == Scores::kSchema) return c;
   }
   auto it = loose_scores.find(name);
   return it == loose_scores.end() ? "" : it->second;
@@ -274,15 +176,15 @@ Result<Inputs> load_inputs(const std::vector<std::string>& paths, const std::str
       if (explicit_arg || sch.status().code() != Status::Code::kNotFound) return sch.status();
       return Status::ok();
     }
-    if (*sch == kRunsSchema) {
+    if (*sch == RunList::kSchema) {
       std::string desc_pool = pool_from_cli ? "" : pool;
       GAMMA_RETURN_IF_ERROR(load_descriptor(f, &specs, &desc_pool));
       if (!pool_from_cli) pool = desc_pool;
     } else if (*sch == Plan::kSchema) {
       loose_plans.push_back(f);
-    } else if (*sch == "gamma.eval") {
+    } else if (*sch == eval::EvalResult::kSchema) {
       loose_evals.push_back(f);
-    } else if (*sch == "gamma.scores") {
+    } else if (*sch == Scores::kSchema) {
       loose_scores[fs::path(f).filename().string()] = f;
     } else if (explicit_arg) {
       return Status::errorf("{}: schema '{}' is not a run descriptor, plan, eval or scores file", f, *sch);
@@ -322,10 +224,8 @@ Result<Inputs> load_inputs(const std::vector<std::string>& paths, const std::str
     for (const auto& ev : loose_evals) {
       if (used_evals.count(ev)) continue;
       std::string model_stem;
-      auto j = read_json(ev, "gamma.eval", 1);
-      if (j.is_ok() && (*j).contains("model") && (*j)["model"].is_object() && (*j)["model"].contains("path") &&
-          (*j)["model"]["path"].is_string())
-        model_stem = stem_of((*j)["model"]["path"].get<std::string>());
+      auto e = eval::EvalResult::load(ev);  // an unreadable one fails when its run is loaded
+      if (e.is_ok() && e->model.path) model_stem = stem_of(*e->model.path);
       if (model_stem == stem || stem_of(ev, ".eval") == stem) {
         s.eval = ev;
         used_evals.insert(ev);
@@ -356,7 +256,7 @@ Result<Inputs> load_inputs(const std::vector<std::string>& paths, const std::str
     r.method = s.method;
     r.label = s.label;
     r.label_explicit = !s.label.empty();
-    r.budget_bpw = s.budget;
+    r.budget_bpw = s.budget_bpw;
     r.plan_path = s.plan, r.eval_path = s.eval;
     if (!s.plan.empty()) {
       auto p = Plan::load(s.plan);
@@ -367,23 +267,22 @@ Result<Inputs> load_inputs(const std::vector<std::string>& paths, const std::str
         if (!v.is_ok()) return v.with_context(s.plan);
       }
       if (r.method.empty()) r.method = r.plan->method.empty() ? "plan" : r.plan->method;
-      try {
-        if (!r.budget_bpw) r.budget_bpw = num_at(r.plan->info, {"budget", "bpw"});
-        if (r.label.empty()) {
-          if (auto t = str_at(r.plan->info, {"type"})) r.label = *t, r.label_explicit = true;
-        }
-        if (pm) {
-          PlanSize ps = plan_size(*pm, *r.plan);
-          r.linear_bpw = ps.linear_bpw;
-          r.file_bytes = ps.file_bytes, r.file_bytes_predicted = true;
-        } else {
-          r.linear_bpw = num_at(r.plan->info, {"predicted", "linear_bpw"});
-          if (auto fb = num_at(r.plan->info, {"predicted", "file_bytes"}))
-            r.file_bytes = uint64_t(*fb), r.file_bytes_predicted = true;
-        }
-      } catch (const BadField& e) {
-        return Status::errorf("{}: info: {}", s.plan, e.what());
+      Status st;
+      const FieldReader info(r.plan->info, &st, "info");
+      if (!r.budget_bpw) r.budget_bpw = info.object("budget").opt<double>("bpw");
+      if (r.label.empty()) {
+        if (auto t = info.opt<std::string>("type")) r.label = *t, r.label_explicit = true;
       }
+      if (pm) {
+        PlanSize ps = plan_size(*pm, *r.plan);
+        r.linear_bpw = ps.linear_bpw;
+        r.file_bytes = ps.file_bytes, r.file_bytes_predicted = true;
+      } else {
+        const FieldReader predicted = info.object("predicted");
+        r.linear_bpw = predicted.opt<double>("linear_bpw");
+        if (auto fb = predicted.opt<double>("file_bytes")) r.file_bytes = uint64_t(*fb), r.file_bytes_predicted = true;
+      }
+      if (!st.is_ok()) return st.with_context(s.plan);
       // Allocation bpw must be known for every module (used by cosine and heatmaps).
       for (const auto& [mod, id] : r.plan->modules) {
         auto b = candidate_bpw(pm, mod, id);
@@ -391,13 +290,11 @@ Result<Inputs> load_inputs(const std::vector<std::string>& paths, const std::str
       }
     }
     if (!s.eval.empty()) {
-      auto j = load_eval(s.eval);
-      if (!j.is_ok()) return j.status();
-      r.eval = std::move(j).value();
-      const std::string model_path = str_at(*r.eval, {"model", "path"}).value_or("");
+      GAMMA_ASSIGN_OR_RETURN(r.eval, eval::EvalResult::load(s.eval));
+      const std::string model_path = r.eval->model.path.value_or("");
       if (r.method.empty()) r.method = "gguf";
       if (r.label.empty() && !r.plan && !model_path.empty()) r.label = stem_of(model_path), r.label_explicit = true;
-      if (auto fb = num_at(*r.eval, {"model", "file_bytes"})) r.file_bytes = uint64_t(*fb), r.file_bytes_predicted = false;
+      if (auto fb = r.eval->model.file_bytes) r.file_bytes = *fb, r.file_bytes_predicted = false;
       if (!r.linear_bpw) {
         r.linear_bpw = gguf_linear_bpw(model_path);
         if (!r.linear_bpw)
@@ -441,6 +338,17 @@ Result<Inputs> load_inputs(const std::vector<std::string>& paths, const std::str
 }
 
 namespace {
+
+// An eval's headline figures; unset where it has none.
+struct Figures {
+  std::optional<double> kld, kld_se, ppl, ppl_se, top1, top1_se;
+};
+Figures figures(const std::optional<eval::EvalResult>& e) {
+  Figures f;
+  if (e && e->kld) f.kld = e->kld->mean, f.kld_se = e->kld->mean_stderr, f.top1 = e->kld->top1, f.top1_se = e->kld->top1_stderr;
+  if (e && e->perplexity) f.ppl = e->perplexity->ppl, f.ppl_se = e->perplexity->ppl_stderr;
+  return f;
+}
 
 std::string pm(const std::optional<double>& v, const std::optional<double>& e, int dec, double scale = 1) {
   if (!v) return "–";
@@ -486,14 +394,14 @@ bool module_position(const Manifest* pool, const std::string& name, int* layer, 
 }  // namespace
 
 // One Markdown table row.
-std::string row(const std::vector<std::string>& cells) {
+std::string table_row(const std::vector<std::string>& cells) {
   std::string s = "|";
   for (const auto& cell : cells) s += " " + cell + " |";
   return s + "\n";
 }
 
 // ---- Table: one row per run (sizes, KLD, PPL, top-1, tasks), with warnings on mixed settings ----
-void write_table(const std::vector<Run>& runs, Report* out, std::string* md_out, json* jruns_out) {
+void write_table(const std::vector<Run>& runs, Report* out, std::string* md_out, std::vector<RunRow>* rows) {
   Report& rep = *out;
   std::vector<std::string> task_names;
   bool any_budget = false, any_label = false, any_file = false, any_lin = false, any_kld = false, any_ppl = false,
@@ -507,20 +415,22 @@ void write_table(const std::vector<Run>& runs, Report* out, std::string* md_out,
     any_pred |= r.file_bytes && r.file_bytes_predicted;
     any_lin |= bool(r.linear_bpw);
     if (!r.eval) continue;
-    const json& e = *r.eval;
-    any_kld |= bool(num_at(e, {"kld", "mean"}));
-    any_ppl |= bool(num_at(e, {"perplexity", "ppl"}));
-    any_top1 |= bool(num_at(e, {"kld", "top1"}));
-    if (e.contains("tasks"))
-      for (const auto& [name, t] : e["tasks"].items()) {
-        if (std::find(task_names.begin(), task_names.end(), name) == task_names.end()) task_names.push_back(name);
-        task_items[name].insert(long(num_at(t, {"n"}).value_or(-1)));
+    const eval::EvalResult& e = *r.eval;
+    const Figures f = figures(r.eval);
+    any_kld |= bool(f.kld);
+    any_ppl |= bool(f.ppl);
+    any_top1 |= bool(f.top1);
+    if (e.tasks)
+      for (const auto& t : *e.tasks) {
+        if (std::find(task_names.begin(), task_names.end(), t.name) == task_names.end()) task_names.push_back(t.name);
+        task_items[t.name].insert(t.n ? long(*t.n) : -1);
       }
-    if (num_at(e, {"kld", "mean"})) teachers.insert(str_at(e, {"teacher", "sha256"}).value_or("?"));
-    if (num_at(e, {"perplexity", "ppl"}) || num_at(e, {"kld", "mean"})) {
-      texts.insert(str_at(e, {"settings", "text", "sha256"}).value_or("?").substr(0, 12));
-      chunk_settings.insert(fmt::format("{} chunks of {} tokens", num_at(e, {"settings", "chunks"}).value_or(-1),
-                                        num_at(e, {"settings", "ctx"}).value_or(-1)));
+    if (f.kld) teachers.insert(e.teacher && e.teacher->sha256 ? *e.teacher->sha256 : "?");
+    if (f.ppl || f.kld) {
+      const auto& text = e.settings.text;
+      texts.insert((text && text->sha256 ? *text->sha256 : "?").substr(0, 12));
+      auto num = [](const std::optional<uint64_t>& v) { return v ? double(*v) : -1.0; };
+      chunk_settings.insert(fmt::format("{} chunks of {} tokens", num(e.settings.chunks), num(e.settings.ctx)));
     }
   }
   std::string& md = *md_out;
@@ -557,22 +467,15 @@ void write_table(const std::vector<Run>& runs, Report* out, std::string* md_out,
   if (any_ppl) head.push_back("PPL");
   if (any_top1) head.push_back("top-1 agree (%)");
   for (const auto& t : task_names) head.push_back(t + " acc"), head.push_back(t + " acc_norm");
-  md += row(head);
-  md += row(std::vector<std::string>(head.size(), "---"));
-  json& jruns = *jruns_out;
-  jruns = json::array();
+  md += table_row(head);
+  md += table_row(std::vector<std::string>(head.size(), "---"));
+  auto path = [](const std::string& p) { return p.empty() ? std::nullopt : std::optional<std::string>(p); };
   for (const auto& r : runs) {
     std::vector<std::string> c = {r.method};
-    json jr;
-    jr["method"] = r.method;
-    jr["label"] = r.label;
-    jr["budget_bpw"] = r.budget_bpw ? json(*r.budget_bpw) : json(nullptr);
-    jr["plan"] = r.plan_path.empty() ? json(nullptr) : json(r.plan_path);
-    jr["eval"] = r.eval_path.empty() ? json(nullptr) : json(r.eval_path);
-    jr["scores"] = r.scores_path.empty() ? json(nullptr) : json(r.scores_path);
-    jr["file_bytes"] = r.file_bytes ? json(*r.file_bytes) : json(nullptr);
-    jr["file_bytes_predicted"] = r.file_bytes_predicted;
-    jr["linear_bpw"] = r.linear_bpw ? json(*r.linear_bpw) : json(nullptr);
+    RunRow& row = rows->emplace_back();
+    row.method = r.method, row.label = r.label, row.budget_bpw = r.budget_bpw;
+    row.plan = path(r.plan_path), row.eval = path(r.eval_path), row.scores = path(r.scores_path);
+    row.file_bytes = r.file_bytes, row.file_bytes_predicted = r.file_bytes_predicted, row.linear_bpw = r.linear_bpw;
     if (any_budget) c.push_back(r.budget_bpw ? fmt::format("{:.2f}", *r.budget_bpw) : "–");
     if (any_label) c.push_back(r.label_explicit ? r.label : "–");
     if (any_file)
@@ -580,33 +483,22 @@ void write_table(const std::vector<Run>& runs, Report* out, std::string* md_out,
                                              r.file_bytes_predicted ? "*" : "")
                                : "–");
     if (any_lin) c.push_back(r.linear_bpw ? fmt::format("{:.3f}", *r.linear_bpw) : "–");
-    const json none = json::object();
-    const json& e = r.eval ? *r.eval : none;
-    const auto kld = num_at(e, {"kld", "mean"}), kld_se = num_at(e, {"kld", "stderr"});
-    const auto ppl = num_at(e, {"perplexity", "ppl"}), ppl_se = num_at(e, {"perplexity", "ppl_stderr"});
-    const auto top1 = num_at(e, {"kld", "top1"}), top1_se = num_at(e, {"kld", "top1_stderr"});
-    if (any_kld) c.push_back(pm(kld, kld_se, 5));
-    if (any_ppl) c.push_back(pm(ppl, ppl_se, 3));
-    if (any_top1) c.push_back(pm(top1, top1_se, 2, 100));
-    auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
-    jr["kld"] = opt(kld), jr["kld_stderr"] = opt(kld_se), jr["ppl"] = opt(ppl), jr["ppl_stderr"] = opt(ppl_se);
-    jr["top1"] = opt(top1), jr["top1_stderr"] = opt(top1_se);
-    json jt = json::object();
-    for (const auto& t : task_names) {
-      if (e.contains("tasks") && e["tasks"].contains(t)) {
-        const json& tj = e["tasks"][t];
-        const auto acc = num_at(tj, {"acc"}), acc_se = num_at(tj, {"acc_stderr"});
-        const auto an = num_at(tj, {"acc_norm"}), an_se = num_at(tj, {"acc_norm_stderr"});
-        c.push_back(pm(acc, acc_se, 4));
-        c.push_back(pm(an, an_se, 4));
-        jt[t] = {{"acc", opt(acc)}, {"acc_norm", opt(an)}, {"n", opt(num_at(tj, {"n"}))}};
+    const Figures f = figures(r.eval);
+    if (any_kld) c.push_back(pm(f.kld, f.kld_se, 5));
+    if (any_ppl) c.push_back(pm(f.ppl, f.ppl_se, 3));
+    if (any_top1) c.push_back(pm(f.top1, f.top1_se, 2, 100));
+    row.kld = f.kld, row.kld_stderr = f.kld_se, row.ppl = f.ppl, row.ppl_stderr = f.ppl_se;
+    row.top1 = f.top1, row.top1_stderr = f.top1_se;
+    for (const auto& name : task_names) {
+      if (const eval::EvalResult::Task* t = r.eval ? r.eval->task(name) : nullptr) {
+        c.push_back(pm(t->acc, t->acc_stderr, 4));
+        c.push_back(pm(t->acc_norm, t->acc_norm_stderr, 4));
+        row.tasks.push_back({name, t->acc, t->acc_norm, t->n ? std::optional<double>(double(*t->n)) : std::nullopt});
       } else {
         c.push_back("–"), c.push_back("–");
       }
     }
-    jr["tasks"] = jt;
-    md += row(c);
-    jruns.push_back(jr);
+    md += table_row(c);
   }
   if (any_pred) md += "\n`*` predicted from the plan (no eval of the GGUF given); other sizes are the measured files.\n";
 
@@ -616,7 +508,6 @@ void write_table(const std::vector<Run>& runs, Report* out, std::string* md_out,
 Status draw_plots(const std::vector<Run>& runs, const Manifest* pool, const Options& opt,
                   const std::vector<size_t>& planned, const std::vector<double>& corr, Report* out) {
   Report& rep = *out;
-  const json& jcos = rep.summary["cosine"];
   // KLD vs file size, one series per method.
   {
     LineChart c;
@@ -625,14 +516,13 @@ Status draw_plots(const std::vector<Run>& runs, const Manifest* pool, const Opti
     c.y_label = "mean KLD vs teacher";
     c.log_y = opt.log_y;
     for (const auto& r : runs) {
-      if (!r.eval || !r.file_bytes) continue;
-      auto k = num_at(*r.eval, {"kld", "mean"});
-      if (!k) continue;
+      const Figures f = figures(r.eval);
+      if (!f.kld || !r.file_bytes) continue;
       if (c.series.empty() || c.series.back().name != r.method) c.series.push_back({r.method, {}, {}, {}, {}});
       Series& s = c.series.back();
       s.x.push_back(double(*r.file_bytes) / 1048576.0);
-      s.y.push_back(*k);
-      s.y_err.push_back(num_at(*r.eval, {"kld", "stderr"}).value_or(0));
+      s.y.push_back(*f.kld);
+      s.y_err.push_back(f.kld_se.value_or(0));
       s.point_labels.push_back(r.label_explicit ? r.label : "");
     }
     if (!c.series.empty()) {
@@ -703,20 +593,16 @@ Status draw_plots(const std::vector<Run>& runs, const Manifest* pool, const Opti
   }
 
   // Cosine similarity of allocations.
-  if (!jcos.is_null()) {
+  if (const auto& cos = rep.summary.cosine) {
     MatrixHeatmap h;
     h.title = "Cosine similarity of allocations (per-module bpw)";
     h.colorbar_label = "cosine";
-    h.labels = jcos["labels"].get<std::vector<std::string>>();
+    h.labels = cos->labels;
+    h.m = cos->matrix;
     double lo = 1;
-    for (const auto& rj : jcos["matrix"]) {
-      std::vector<double> v;
-      for (const auto& x : rj) {
-        v.push_back(x.is_null() ? NAN : x.get<double>());
-        if (!x.is_null()) lo = std::min(lo, x.get<double>());
-      }
-      h.m.push_back(v);
-    }
+    for (const auto& rowv : cos->matrix)
+      for (double x : rowv)
+        if (std::isfinite(x)) lo = std::min(lo, x);
     // Allocations are positive vectors, so cosines crowd near 1: stretch the scale from
     // the smallest value (rounded down) to 1.
     h.vmin = std::min(std::floor(lo * 100) / 100, 0.99);
@@ -764,8 +650,8 @@ Result<Report> build_report(const Inputs& in, const Options& opt) {
   const auto& runs = in.runs;
 
   std::string md;
-  json jruns;
-  write_table(runs, &rep, &md, &jruns);
+  std::vector<RunRow> rows;
+  write_table(runs, &rep, &md, &rows);
 
   // ---- Allocation analyses: cosine across plans, p/choice correlation ----
   std::vector<size_t> planned;
@@ -793,11 +679,11 @@ Result<Report> build_report(const Inputs& in, const Options& opt) {
   for (size_t i : planned)
     if (runs[i].scores && !runs[i].scores->p.empty()) corr[i] = choice_correlation(*runs[i].plan, runs[i].scores->p);
 
-  json jcos = nullptr;
+  std::optional<Cosine> cosine;
   if (!planned.empty()) {
     md += "\n## Allocations\n\n";
-    md += row({"method", "run", "linear bpw", "types (modules)", "r(p, choice)"});
-    md += row({"---", "---", "---", "---", "---"});
+    md += table_row({"method", "run", "linear bpw", "types (modules)", "r(p, choice)"});
+    md += table_row({"---", "---", "---", "---", "---"});
     for (size_t i : planned) {
       const Run& r = runs[i];
       std::map<std::string, int> count;
@@ -811,32 +697,25 @@ Result<Report> build_report(const Inputs& in, const Options& opt) {
       std::sort(by_bpw.begin(), by_bpw.end());
       std::string types;
       for (const auto& [b, id] : by_bpw) types += fmt::format("{}{} {}", types.empty() ? "" : ", ", id, count[id]);
-      md += row({r.method, r.label.empty() ? "–" : r.label, r.linear_bpw ? fmt::format("{:.3f}", *r.linear_bpw) : "–",
+      md += table_row({r.method, r.label.empty() ? "–" : r.label, r.linear_bpw ? fmt::format("{:.3f}", *r.linear_bpw) : "–",
                  types, std::isfinite(corr[i]) ? fmt::format("{:.4f}", corr[i]) : "–"});
-      jruns[i]["types"] = count;
-      jruns[i]["pearson_p_choice"] = std::isfinite(corr[i]) ? json(corr[i]) : json(nullptr);
+      rows[i].types = std::map<std::string, uint64_t>(count.begin(), count.end());
+      if (std::isfinite(corr[i])) rows[i].pearson_p_choice = corr[i];
     }
     if (planned.size() >= 2) {
-      json labels = json::array(), mat = json::array();
+      cosine = Cosine{{}, {}, "per-module bits per weight of the chosen candidate"};
       for (size_t a = 0; a < planned.size(); ++a) {
-        labels.push_back(run_title(runs[planned[a]]));
-        json rowj = json::array();
-        for (size_t b = 0; b < planned.size(); ++b) {
-          const double c = cosine_similarity(alloc[a], alloc[b]);
-          rowj.push_back(std::isfinite(c) ? json(c) : json(nullptr));
-        }
-        mat.push_back(rowj);
+        cosine->labels.push_back(run_title(runs[planned[a]]));
+        auto& rowv = cosine->matrix.emplace_back();
+        for (size_t b = 0; b < planned.size(); ++b) rowv.push_back(cosine_similarity(alloc[a], alloc[b]));
       }
-      jcos = {{"labels", labels}, {"matrix", mat},
-              {"vector", "per-module bits per weight of the chosen candidate"}};
     }
   }
 
   rep.table_md = md;
-  rep.summary = json_header(kReportSchema, 1);
-  rep.summary["pool"] = pool ? json(pool->dir) : json(nullptr);
-  rep.summary["runs"] = jruns;
-  rep.summary["cosine"] = jcos;
+  if (pool) rep.summary.pool = pool->dir;
+  rep.summary.runs = std::move(rows);
+  rep.summary.cosine = std::move(cosine);
 
   GAMMA_RETURN_IF_ERROR(draw_plots(runs, pool, opt, planned, corr, &rep));
   return rep;
@@ -853,7 +732,7 @@ Result<std::vector<std::string>> write_report(const Report& r, const std::string
   GAMMA_RETURN_IF_ERROR(write_file_atomic(table, r.table_md));
   written.push_back(table);
   const std::string summary = (fs::path(outdir) / "report.json").string();
-  GAMMA_RETURN_IF_ERROR(write_json(summary, r.summary));
+  GAMMA_RETURN_IF_ERROR(write_json(summary, r.summary.to_json()));
   written.push_back(summary);
   for (const auto& [name, img] : r.images) {
     const std::string p = (fs::path(outdir) / name).string();

@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "eval/result.h"
 #include "plan/plan.h"
 #include "pool/manifest.h"
+#include "report/formats.h"
 #include "report/plot.h"
 #include "solve/scores.h"
 #include "util/json.h"
@@ -32,7 +34,7 @@ struct Run {
   std::optional<double> budget_bpw;
   std::string plan_path, eval_path, scores_path;  // "" = none
   std::optional<Plan> plan;
-  std::optional<json> eval;
+  std::optional<eval::EvalResult> eval;
   std::optional<Scores> scores;
 
   // Derived when loading.
@@ -73,7 +75,7 @@ struct Options {
 
 struct Report {
   std::string table_md;
-  json summary;                                      // gamma.report v1
+  Summary summary;                                   // report.json
   std::vector<std::pair<std::string, Image>> images;  // file name in OUTDIR -> image
   std::vector<std::string> notes;
 };

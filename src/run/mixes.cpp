@@ -5,7 +5,7 @@
 #include <regex>
 
 #include "gguf_model/model.h"
-#include "run/proc.h"
+#include "util/proc.h"
 
 namespace gm::run {
 

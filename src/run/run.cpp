@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "eval/result.h"
 #include "fetch/fetch.h"
 #include "gguf_model/inspect.h"
 #include "gguf_model/model.h"
@@ -34,6 +35,7 @@ namespace fs = std::filesystem;
 namespace gm {
 namespace {
 
+using eval::EvalResult;
 using run::run_step;
 using run::run_tool;
 using solve::format_size;
@@ -194,16 +196,26 @@ struct Variant {
   double kld = 0, kld_err = 0;  // validation
 };
 
+// An eval result with the figures run compares by (size, KLD, top-1, PPL); a file without
+// them is corrupt here.
+Result<EvalResult> load_eval(const std::string& path) {
+  GAMMA_ASSIGN_OR_RETURN(EvalResult r, EvalResult::load(path));
+  if (!r.model.file_bytes || !r.kld || !r.kld->mean || !r.kld->mean_stderr || !r.kld->top1 || !r.perplexity ||
+      !r.perplexity->ppl || !r.perplexity->ppl_stderr)
+    return Status::errorf(Status::Code::kCorrupt, "{}: lacks the file size, KLD, top-1 or PPL", path);
+  return r;
+}
+
 // gamma eval of `gguf` against the teacher on the validation or the report text, into
 // STEM.<eval_tag>.json (reused when there).
-Result<json> eval_file(Env& e, const std::string& gguf, const std::string& stem, bool validation) {
+Result<EvalResult> eval_file(Env& e, const std::string& gguf, const std::string& stem, bool validation) {
   const int chunks = validation ? e.valid_chunks : e.o.eval_chunks;
   const std::string text = validation ? e.valid_text : e.report_text;
   const std::string base = e.kld_base(validation);
   const std::string out = e.eval_path(stem, validation);
   if (exists(out)) {  // a cached result; a corrupt one (a torn write by another tool) is redone
-    auto j = read_json(out, "gamma.eval", 1);
-    if (j.is_ok() || j.status().code() != Status::Code::kCorrupt) return j;
+    auto r = load_eval(out);
+    if (r.is_ok() || r.status().code() != Status::Code::kCorrupt) return r;
     std::error_code ec;
     fs::remove(out, ec);
   }
@@ -216,7 +228,7 @@ Result<json> eval_file(Env& e, const std::string& gguf, const std::string& stem,
                                               fs::path(text).filename().string()),
                                   run::eval_seconds(e.ms, tokens, exists(base)), [&] { return run_step("eval", cmd); }));
   }
-  return read_json(out, "gamma.eval", 1);
+  return load_eval(out);
 }
 
 // Solves, emits and measures (validation) every scorer with the default head and with a
@@ -249,7 +261,7 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
       v.name = s.name + (h.empty() ? "" : "-" + head.substr(0, head.find('.')) + "-" + h);
       v.plan = dir + "/plan-" + v.name + ".json";
       const std::string gguf = dir + "/" + v.name + ".gguf", stem = dir + "/" + v.name;
-      if (!read_json(e.eval_path(stem, true), "gamma.eval", 1).is_ok()) {
+      if (!load_eval(e.eval_path(stem, true)).is_ok()) {
         GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("solve + emit {} at {}", v.name, format_size(size)), run::emit_seconds(e.ms),
                                       [&]() -> Status {
                                         std::vector<std::string> cmd = {e.G, "solve", e.pool, "--size",
@@ -260,11 +272,11 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
                                         return run_step("emit", {e.G, "emit", e.pool, v.plan, "-o", gguf});
                                       }));
       }
-      GAMMA_ASSIGN_OR_RETURN(json j, eval_file(e, gguf, stem, true));
+      GAMMA_ASSIGN_OR_RETURN(EvalResult r, eval_file(e, gguf, stem, true));
       fs::remove(gguf, ec);
-      v.bytes = j["model"]["file_bytes"].get<uint64_t>();
-      v.kld = j["kld"]["mean"].get<double>();
-      v.kld_err = j["kld"]["stderr"].get<double>();
+      v.bytes = *r.model.file_bytes;
+      v.kld = *r.kld->mean;
+      v.kld_err = *r.kld->mean_stderr;
       out.push_back(v);
     }
   return out;
@@ -324,7 +336,7 @@ struct MixRow {
   std::string name, path;
   uint64_t bytes = 0, predicted = 0;
   double valid_kld = 0, valid_err = 0;
-  json report;
+  EvalResult report;
   bool fits = false;
 };
 
@@ -372,23 +384,24 @@ Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted) {
   }
   GAMMA_ASSIGN_OR_RETURN(uint64_t bytes, file_size(r.path));
   r.bytes = bytes;
-  GAMMA_ASSIGN_OR_RETURN(json v, eval_file(e, r.path, e.W + "/llama-" + mix, true));
-  r.valid_kld = v["kld"]["mean"].get<double>();
-  r.valid_err = v["kld"]["stderr"].get<double>();
+  GAMMA_ASSIGN_OR_RETURN(EvalResult v, eval_file(e, r.path, e.W + "/llama-" + mix, true));
+  r.valid_kld = *v.kld->mean;
+  r.valid_err = *v.kld->mean_stderr;
   GAMMA_ASSIGN_OR_RETURN(r.report, eval_file(e, r.path, e.W + "/llama-" + mix, false));
   return r;
 }
 
-json report_row(const std::string& label, const std::string& path, const json& ev, double valid_kld) {
+// `ev` passed load_eval: its figures are there.
+json report_row(const std::string& label, const std::string& path, const EvalResult& ev, double valid_kld) {
   return {{"label", label},
           {"path", path},
-          {"file_bytes", ev["model"]["file_bytes"]},
+          {"file_bytes", *ev.model.file_bytes},
           {"valid_kld", valid_kld},
-          {"kld_mean", ev["kld"]["mean"]},
-          {"kld_stderr", ev["kld"]["stderr"]},
-          {"top1", ev["kld"]["top1"]},
-          {"ppl", ev["perplexity"]["ppl"]},
-          {"ppl_stderr", ev["perplexity"]["ppl_stderr"]}};
+          {"kld_mean", *ev.kld->mean},
+          {"kld_stderr", *ev.kld->mean_stderr},
+          {"top1", *ev.kld->top1},
+          {"ppl", *ev.perplexity->ppl},
+          {"ppl_stderr", *ev.perplexity->ppl_stderr}};
 }
 
 // ---- the picture -----------------------------------------------------------------------------
@@ -531,7 +544,7 @@ Result<json> front_point(Env& e, const Manifest& man, const std::vector<Scorer>&
   const std::string plan = dir + "/front-" + best.name + ".json", gguf = dir + "/front-" + best.name + ".gguf";
   const std::string stem = dir + "/front-" + best.name, ej = e.eval_path(stem, false);
   const std::string label = "gamma at " + m.name + "'s size";
-  if (!read_json(ej, "gamma.eval", 1).is_ok()) {
+  if (!load_eval(ej).is_ok()) {
     std::error_code ec;
     fs::create_directories(dir, ec);
     const Scorer& s = *std::find_if(scorers.begin(), scorers.end(), [&](const Scorer& x) { return x.name == best.scorer; });
@@ -566,7 +579,7 @@ Result<json> front_point(Env& e, const Manifest& man, const std::vector<Scorer>&
     fs::remove(gguf, ec2);
     if (!ev.is_ok()) return ev.status();
   }
-  GAMMA_ASSIGN_OR_RETURN(json fj, read_json(ej, "gamma.eval", 1));
+  GAMMA_ASSIGN_OR_RETURN(EvalResult fj, load_eval(ej));
   json row = report_row(label, plan, fj, NAN);
   if (auto pl = Plan::load(plan); pl.is_ok()) (*measured)[json{pl->modules, pl->fixed}.dump()] = row;
   return row;
@@ -739,7 +752,7 @@ Status run_pipeline(const RunOptions& o) {
   for (const auto& v : vs) summary["tried"].push_back(variant_json(v));
   summary["chosen"] = variant_json(best);
   summary["max_kld_probes"] = probes;
-  GAMMA_ASSIGN_OR_RETURN(json mine, eval_file(e, out, out.substr(0, out.size() - 5), false));
+  GAMMA_ASSIGN_OR_RETURN(EvalResult mine, eval_file(e, out, out.substr(0, out.size() - 5), false));
   summary["rows"] = json::array({report_row("gamma (" + best.name + ")", out, mine, best.kld)});
   summary["mixes"] = json::array();
   summary["front"] = json::array({summary["rows"][0]});
