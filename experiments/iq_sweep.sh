@@ -46,9 +46,11 @@ secs() { python3 -c "print(round($(now) - $1, 1))"; }
 src=$($G fetch $MODEL)
 
 if has teacher && [ ! -f $TEACHER ]; then log "teacher"; $G dequantize "$src" -o $TEACHER --type f32; fi
-if has imatrix && [ ! -f $IMX ]; then
+{ head -c 40000 $txt/war-and-peace.txt; echo; head -c 36000 $txt/python-calib.txt; } > $W/calib-mix.txt
+if has imatrix && [ ! -f $IMX ] && [ -f $R/imatrix-mix.gguf ]; then
+  cp $R/imatrix-mix.gguf $IMX  # the committed one: every session's pool and mixes from the same imatrix
+elif has imatrix && [ ! -f $IMX ]; then
   log "imatrix (prose + code calibration)"
-  { head -c 40000 $txt/war-and-peace.txt; echo; head -c 36000 $txt/python-calib.txt; } > $W/calib-mix.txt
   t0=$(now)
   $B/llama-imatrix -m "$src" -f $W/calib-mix.txt -c 512 --chunks 32 -t $T -o $W/imatrix-mix.tmp.gguf > $W/imatrix-mix.log 2>&1
   mv $W/imatrix-mix.tmp.gguf $IMX; secs $t0 > $W/imatrix-mix.seconds
@@ -92,7 +94,7 @@ fi
 # 2. HAWQ-V2 traces over the pool (once).
 if has hawq && [ ! -f $R/hawq.json ]; then
   log "gamma hawq"
-  $G hawq $POOL_ALL --teacher $TEACHER --calib $W/calib-mix.txt --samples 4 --batch 4 --calib-tokens 4096 --seq-len 256 \
+  $G hawq $POOL_ALL --teacher $TEACHER --calib $W/calib-mix.txt --samples 4 --seqs 4 --calib-tokens 4096 --seq-len 256 \
     -t $T -q -o $W/scores/hawq.json
   cp $W/scores/hawq.json $R/hawq.json
 fi

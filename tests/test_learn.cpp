@@ -14,9 +14,9 @@
 #include "learn/candidates.h"
 #include "learn/checkpoint.h"
 #include "learn/layer_step.h"
-#include "model/activations.h"
-#include "model/hparams.h"
-#include "model/layer.h"
+#include "decoder/activations.h"
+#include "decoder/hparams.h"
+#include "decoder/layer.h"
 #include "pool/manifest.h"
 #include "tests/testing.h"
 #include "util/files.h"
@@ -489,7 +489,7 @@ TEST(Hawq, FfnDownTraceMatchesItsClosedForm) {
                               std::to_string(samples) + " -t 2 -q --cache-dir " + dir / "act");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json h = load(out);
-  auto model = TorchModel::open(gm::testing::stories260k());
+  auto model = TorchDecoder::open(gm::testing::stories260k());
   ASSERT_TRUE(model.is_ok()) << model.status().message();
   const HParams& hp = (*model)->hparams();
   CalibOptions co;

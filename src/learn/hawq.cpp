@@ -7,7 +7,7 @@
 
 #include "gguf_model/model.h"
 #include "learn/candidates.h"
-#include "model/layer.h"
+#include "decoder/layer.h"
 #include "pool/manifest.h"
 #include "util/files.h"
 #include "util/progress.h"
@@ -27,7 +27,7 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
 
   GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(opt.pool_dir));
   GAMMA_ASSIGN_OR_RETURN(std::string pool_sha, sha256_file(opt.pool_dir + "/manifest.json"));
-  GAMMA_ASSIGN_OR_RETURN(auto model, TorchModel::open(opt.teacher_path));
+  GAMMA_ASSIGN_OR_RETURN(auto model, TorchDecoder::open(opt.teacher_path));
   const Model& teacher = model->model();
   if (teacher.arch() != man.arch || teacher.n_layer() != man.n_layer)
     return Status::errorf("teacher {} is {} with {} layers but the pool is of {} with {} layers", opt.teacher_path,

@@ -7,7 +7,7 @@
 #pragma once
 #include <string>
 
-#include "model/activations.h"
+#include "decoder/activations.h"
 #include "util/json.h"
 #include "util/status.h"
 

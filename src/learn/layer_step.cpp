@@ -5,7 +5,7 @@
 #include <map>
 
 #include "gguf_model/model.h"
-#include "model/layer.h"
+#include "decoder/layer.h"
 
 namespace gm {
 
@@ -18,7 +18,7 @@ struct LayerWeights {
 }  // namespace
 
 struct LayerStep::Impl {
-  std::unique_ptr<TorchModel> model;
+  std::unique_ptr<TorchDecoder> model;
   std::vector<LayerParams> params;
   Positional pos;
   int seq_len = 0;
@@ -37,7 +37,7 @@ const HParams& LayerStep::hparams() const { return impl_->model->hparams(); }
 Result<std::unique_ptr<LayerStep>> LayerStep::create(const std::string& teacher_path, int seq_len, int n_threads) {
   set_compute_threads(n_threads);
   auto impl = std::make_unique<Impl>();
-  GAMMA_ASSIGN_OR_RETURN(impl->model, TorchModel::open(teacher_path));
+  GAMMA_ASSIGN_OR_RETURN(impl->model, TorchDecoder::open(teacher_path));
   const HParams& hp = impl->model->hparams();
   for (int il = 0; il < hp.n_layer; ++il) {
     GAMMA_ASSIGN_OR_RETURN(auto lp, impl->model->layer_params(il));

@@ -18,7 +18,7 @@
 #include "learn/candidates.h"
 #include "learn/checkpoint.h"
 #include "learn/layer_step.h"
-#include "model/hparams.h"
+#include "decoder/hparams.h"
 #include "pool/manifest.h"
 #include "util/files.h"
 #include "util/progress.h"

@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/activations.h"
+#include "decoder/activations.h"
 #include "util/json.h"
 #include "util/status.h"
 

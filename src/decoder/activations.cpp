@@ -1,4 +1,4 @@
-#include "model/activations.h"
+#include "decoder/activations.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 
 #include "ggml.h"
 #include "gguf_model/model.h"
-#include "model/llama_runner.h"
+#include "decoder/llama_runner.h"
 #include "util/files.h"
 #include "util/json.h"
 #include "util/progress.h"

@@ -1,4 +1,4 @@
-#include "model/hparams.h"
+#include "decoder/hparams.h"
 
 #include <cmath>
 #include <optional>

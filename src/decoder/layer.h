@@ -11,7 +11,7 @@
 
 #include <ATen/ATen.h>
 
-#include "model/hparams.h"
+#include "decoder/hparams.h"
 #include "util/status.h"
 
 namespace gm {
@@ -52,9 +52,9 @@ void set_compute_threads(int n);
 Result<at::Tensor> read_tensor(const Model& m, const std::string& name);
 
 // The FP model read from a GGUF on demand: per-layer parameters and weights, the head.
-class TorchModel {
+class TorchDecoder {
  public:
-  static Result<std::unique_ptr<TorchModel>> open(const std::string& path);
+  static Result<std::unique_ptr<TorchDecoder>> open(const std::string& path);
   const Model& model() const { return *model_; }
   const HParams& hparams() const { return hp_; }
   void set_hparams(const HParams& hp) { hp_ = hp; }  // tests: a deliberately wrong layer
@@ -64,10 +64,10 @@ class TorchModel {
   // Token embeddings [n, n_embd] and the head: logits [n, n_vocab] from the last hidden state.
   Result<at::Tensor> embed(const std::vector<int32_t>& tokens) const;
   Result<at::Tensor> logits(const at::Tensor& h) const;
-  ~TorchModel();
+  ~TorchDecoder();
 
  private:
-  TorchModel() = default;
+  TorchDecoder() = default;
   std::unique_ptr<Model> model_;
   HParams hp_;
   std::vector<float> rope_freqs_;

@@ -1,4 +1,4 @@
-#include "model/llama_runner.h"
+#include "decoder/llama_runner.h"
 
 #include <cstdlib>
 #include <cstring>

@@ -1,11 +1,11 @@
-#include "model/verify.h"
+#include "decoder/verify.h"
 
 #include <ATen/Parallel.h>
 
 #include <chrono>
 
-#include "model/layer.h"
-#include "model/llama_runner.h"
+#include "decoder/layer.h"
+#include "decoder/llama_runner.h"
 #include "util/threads.h"
 
 namespace gm {
@@ -46,7 +46,7 @@ Result<VerifyReport> verify_against_llama(const std::string& gguf_path, const st
   set_compute_threads(n_threads);
   at::NoGradGuard no_grad;
   const int64_t T = int64_t(tokens.size());
-  GAMMA_ASSIGN_OR_RETURN(auto tm, TorchModel::open(gguf_path));
+  GAMMA_ASSIGN_OR_RETURN(auto tm, TorchDecoder::open(gguf_path));
   if (tweak) {
     HParams h = tm->hparams();
     tweak(h);

@@ -1,4 +1,4 @@
-#include "model/layer.h"
+#include "decoder/layer.h"
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
@@ -117,10 +117,10 @@ Result<at::Tensor> read_tensor(const Model& m, const std::string& name) {
   return at::from_blob(data.data(), sizes, at::TensorOptions().dtype(at::kFloat)).clone();
 }
 
-TorchModel::~TorchModel() = default;
+TorchDecoder::~TorchDecoder() = default;
 
-Result<std::unique_ptr<TorchModel>> TorchModel::open(const std::string& path) {
-  std::unique_ptr<TorchModel> tm(new TorchModel());
+Result<std::unique_ptr<TorchDecoder>> TorchDecoder::open(const std::string& path) {
+  std::unique_ptr<TorchDecoder> tm(new TorchDecoder());
   GAMMA_ASSIGN_OR_RETURN(tm->model_, Model::open(path));
   GAMMA_ASSIGN_OR_RETURN(tm->hp_, read_hparams(*tm->model_));
   if (tm->hp_.has_rope_freqs) {
@@ -132,7 +132,7 @@ Result<std::unique_ptr<TorchModel>> TorchModel::open(const std::string& path) {
   return tm;
 }
 
-Result<LayerParams> TorchModel::layer_params(int il) const {
+Result<LayerParams> TorchDecoder::layer_params(int il) const {
   const Model& m = *model_;
   const std::string p = "blk." + std::to_string(il) + ".";
   LayerParams lp;
@@ -156,7 +156,7 @@ Result<LayerParams> TorchModel::layer_params(int il) const {
   return lp;
 }
 
-Result<std::array<at::Tensor, kNumLinear>> TorchModel::layer_weights(int il) const {
+Result<std::array<at::Tensor, kNumLinear>> TorchDecoder::layer_weights(int il) const {
   std::array<at::Tensor, kNumLinear> w;
   const int64_t out[kNumLinear] = {hp_.n_embd_q(), hp_.n_embd_kv(), hp_.n_embd_kv(), hp_.n_embd,
                                    hp_.n_ff, hp_.n_ff, hp_.n_embd};
@@ -172,7 +172,7 @@ Result<std::array<at::Tensor, kNumLinear>> TorchModel::layer_weights(int il) con
   return w;
 }
 
-Result<at::Tensor> TorchModel::embed(const std::vector<int32_t>& tokens) const {
+Result<at::Tensor> TorchDecoder::embed(const std::vector<int32_t>& tokens) const {
   GAMMA_ASSIGN_OR_RETURN(auto emb, read_tensor(*model_, "token_embd.weight"));
   std::vector<int64_t> ids(tokens.begin(), tokens.end());
   for (int64_t t : ids)
@@ -181,7 +181,7 @@ Result<at::Tensor> TorchModel::embed(const std::vector<int32_t>& tokens) const {
   return emb.index_select(0, idx);
 }
 
-Result<at::Tensor> TorchModel::logits(const at::Tensor& h) const {
+Result<at::Tensor> TorchDecoder::logits(const at::Tensor& h) const {
   GAMMA_ASSIGN_OR_RETURN(auto norm, read_tensor(*model_, "output_norm.weight"));
   GAMMA_ASSIGN_OR_RETURN(auto head, read_tensor(*model_, hp_.tied_embeddings ? "token_embd.weight" : "output.weight"));
   auto out = at::linear(rms_norm(h, norm.view({hp_.n_embd}), hp_.rms_eps), head);
