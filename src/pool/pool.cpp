@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <chrono>
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "gguf.h"
@@ -77,32 +79,63 @@ const std::vector<std::string>& default_candidate_types() {
   return kTypes;
 }
 
-Result<Manifest> build_pool(const PoolOptions& opt) {
-  const int nt = resolve_threads(opt.n_threads);
-  GAMMA_ASSIGN_OR_RETURN(auto model, Model::open(opt.model_path));
-  if (opt.types.empty() && opt.imports.empty()) return Status::error("no candidate types given (--types)");
+namespace {
 
-  // Every type must give candidates: one named by the user that cannot is refused (rather
-  // than a pool of F16 fallbacks); "auto" keeps those of its set that can.
-  std::set<int64_t> widths;
-  for (const auto& lm : model->linear()) widths.insert(model->tensors()[lm.tensor].row_width());
-  const bool automatic = opt.types.size() == 1 && opt.types[0] == "auto";
-  // `auto` gives IQ4_NL only to rows that 256-wide blocks cannot hold: on Qwen's 256-wide
-  // rows IQ4_XS has its error in fewer bytes and Q4_K dominates it (results/iq_qwen/types.md).
-  auto auto_admits = [&](ggml_type t, int64_t w) {
-    return type_admits(t, w) && !(automatic && t == GGML_TYPE_IQ4_NL && w % 256 == 0);
-  };
+// One `gamma pool` run, its steps in order: the types, the imatrix, the manifest skeleton,
+// then (unless a preview) the output directory, one part file per type, the imports.
+class PoolBuilder {
+ public:
+  explicit PoolBuilder(const PoolOptions& opt) : opt_(opt), nt_(resolve_threads(opt.n_threads)) {}
+  Result<Manifest> run();
+
+ private:
+  Status resolve_types();
+  Status load_checked_imatrix();
+  void init_manifest();
+  bool admits(ggml_type type, const std::string& name, const std::vector<int64_t>& shape) const;
+  void add_predicted(ModuleEntry& e, ggml_type type) const;
+  Manifest preview();
+  Status prepare_dir();
+  void add_candidates(const Stats& s, const std::string& file, const std::function<std::string(const std::string&)>& id_of,
+                      const std::function<ggml_type(const std::string&)>& type_of);
+  Status make_part(ggml_type type, const std::vector<const LinearModule*>& mods);
+  Status add_import(const std::string& spec);
+
+  const PoolOptions& opt_;
+  const int nt_;
+  std::unique_ptr<Model> model_;
+  bool automatic_ = false;
+  std::set<int64_t> widths_;
+  std::vector<ggml_type> types_;
+  Imatrix im_;
+  std::unique_ptr<GgufWriter> probe_;  // the emitted file's header, measured once
+  Manifest man_;
+  std::map<std::string, size_t> module_index_;
+  std::unique_ptr<Progress> bar_;
+  int64_t done_ = 0;
+};
+
+// `auto` gives IQ4_NL only to rows that 256-wide blocks cannot hold: on Qwen's 256-wide rows
+// IQ4_XS has its error in fewer bytes and Q4_K dominates it (results/iq_qwen/types.md).
+bool auto_admits(bool automatic, ggml_type t, int64_t w) {
+  return type_admits(t, w) && !(automatic && t == GGML_TYPE_IQ4_NL && w % 256 == 0);
+}
+
+// Every type must give candidates: one named by the user that cannot is refused (rather than
+// a pool of F16 fallbacks); "auto" keeps those of its set that can.
+Status PoolBuilder::resolve_types() {
+  for (const auto& lm : model_->linear()) widths_.insert(model_->tensors()[lm.tensor].row_width());
+  automatic_ = opt_.types.size() == 1 && opt_.types[0] == "auto";
   auto fits = [&](ggml_type t) {
-    return std::any_of(widths.begin(), widths.end(), [&](int64_t w) { return auto_admits(t, w); });
+    return std::any_of(widths_.begin(), widths_.end(), [&](int64_t w) { return auto_admits(automatic_, t, w); });
   };
-  std::vector<ggml_type> types;
-  for (const auto& t : automatic ? default_candidate_types() : opt.types) {
+  for (const auto& t : automatic_ ? default_candidate_types() : opt_.types) {
     GAMMA_ASSIGN_OR_RETURN(ggml_type gt, parse_type(t));
-    const bool no_imatrix = type_needs_imatrix(gt) && opt.imatrix_path.empty();
-    if (automatic && (!fits(gt) || no_imatrix)) continue;
+    const bool no_imatrix = type_needs_imatrix(gt) && opt_.imatrix_path.empty();
+    if (automatic_ && (!fits(gt) || no_imatrix)) continue;
     if (!fits(gt)) {
       std::string w;
-      for (int64_t x : widths) w += (w.empty() ? "" : ", ") + std::to_string(x);
+      for (int64_t x : widths_) w += (w.empty() ? "" : ", ") + std::to_string(x);
       return Status::errorf("{} fits no linear module of this model: its rows ({} wide) are not multiples of its {}-wide "
                             "blocks",
                             type_name(gt), w, ggml_blck_size(gt));
@@ -110,38 +143,39 @@ Result<Manifest> build_pool(const PoolOptions& opt) {
     if (no_imatrix)
       return Status::errorf("{} needs an importance matrix (--imatrix FILE from llama-imatrix), as llama-quantize does",
                             type_name(gt));
-    if (std::find(types.begin(), types.end(), gt) == types.end()) types.push_back(gt);
+    if (std::find(types_.begin(), types_.end(), gt) == types_.end()) types_.push_back(gt);
   }
+  return Status::ok();
+}
 
-  Imatrix im;
-  if (!opt.imatrix_path.empty() && !opt.preview) {
-    GAMMA_ASSIGN_OR_RETURN(im, load_imatrix(opt.imatrix_path));
-    for (const auto& lm : model->linear()) {
-      const auto* v = im.find(lm.name);
-      const auto& t = model->tensors()[lm.tensor];
-      if (v && int64_t(v->size()) != t.row_width())
-        return Status::errorf("{}: entry {} has {} values but the tensor rows have {} (imatrix of another model?)",
-                              opt.imatrix_path, lm.name, v->size(), t.row_width());
-    }
+Status PoolBuilder::load_checked_imatrix() {
+  if (opt_.imatrix_path.empty() || opt_.preview) return Status::ok();
+  GAMMA_ASSIGN_OR_RETURN(im_, load_imatrix(opt_.imatrix_path));
+  for (const auto& lm : model_->linear()) {
+    const auto* v = im_.find(lm.name);
+    const auto& t = model_->tensors()[lm.tensor];
+    if (v && int64_t(v->size()) != t.row_width())
+      return Status::errorf("{}: entry {} has {} values but the tensor rows have {} (imatrix of another model?)",
+                            opt_.imatrix_path, lm.name, v->size(), t.row_width());
   }
+  return Status::ok();
+}
 
-  // The emitted file's header does not depend on types: measure it once.
-  auto probe = model_writer(*model, [](const TensorInfo& t) { return t.type; });
-  Manifest man;
-  man.dir = opt.out_dir;
-  man.model_path = fs::absolute(opt.model_path).string();
-  man.model_fingerprint = model->fingerprint();
-  man.arch = model->arch();
-  man.n_layer = model->n_layer();
-  man.imatrix_path = im.path.empty() ? "" : fs::absolute(im.path).string();
-  man.imatrix_sha256 = im.sha256;
-  man.alignment = probe->alignment();
-  man.header_bytes = probe->meta_bytes();
-  for (ggml_type t : types) man.types.push_back(type_name(t));
-
-  std::map<std::string, size_t> module_index;
-  for (const auto& lm : model->linear()) {
-    const auto& t = model->tensors()[lm.tensor];
+// The manifest without candidates: the model, its modules and its fixed tensors.
+void PoolBuilder::init_manifest() {
+  probe_ = model_writer(*model_, [](const TensorInfo& t) { return t.type; });  // the header does not depend on types
+  man_.dir = opt_.out_dir;
+  man_.model_path = fs::absolute(opt_.model_path).string();
+  man_.model_fingerprint = model_->fingerprint();
+  man_.arch = model_->arch();
+  man_.n_layer = model_->n_layer();
+  man_.imatrix_path = im_.path.empty() ? "" : fs::absolute(im_.path).string();
+  man_.imatrix_sha256 = im_.sha256;
+  man_.alignment = probe_->alignment();
+  man_.header_bytes = probe_->meta_bytes();
+  for (ggml_type t : types_) man_.types.push_back(type_name(t));
+  for (const auto& lm : model_->linear()) {
+    const auto& t = model_->tensors()[lm.tensor];
     ModuleEntry e;
     e.name = lm.name;
     e.layer = lm.layer;
@@ -149,188 +183,209 @@ Result<Manifest> build_pool(const PoolOptions& opt) {
     e.shape = t.shape;
     e.n_params = t.n_elements();
     e.source_type = type_name(t.type);
-    module_index[e.name] = man.modules.size();
-    man.modules.push_back(std::move(e));
+    module_index_[e.name] = man_.modules.size();
+    man_.modules.push_back(std::move(e));
   }
-  for (const auto& t : model->tensors())
-    if (!module_index.count(t.name)) man.fixed.push_back({t.name, t.shape, type_name(t.type)});
+  for (const auto& t : model_->tensors())
+    if (!module_index_.count(t.name)) man_.fixed.push_back({t.name, t.shape, type_name(t.type)});
+}
 
-  // A preview with --imatrix assumes the imatrix (not made yet) covers every module.
-  auto admits = [&](ggml_type type, const std::string& name, const std::vector<int64_t>& shape) {
-    if (!auto_admits(type, shape[0])) return false;
-    return !type_needs_imatrix(type) || im.find(name) != nullptr || (opt.preview && !opt.imatrix_path.empty());
-  };
-  auto add_predicted = [&](ModuleEntry& e, ggml_type type) {
-    Candidate c;
-    c.id = c.type = type_name(type);
-    c.bytes = uint64_t(ggml_row_size(type, e.shape[0])) * uint64_t(e.n_params / e.shape[0]);
-    c.file_bytes = probe->padded(c.bytes);
-    c.bpw = 8.0 * double(c.bytes) / double(e.n_params);
-    e.candidates.push_back(std::move(c));
-  };
+// A preview with --imatrix assumes the imatrix (not made yet) covers every module.
+bool PoolBuilder::admits(ggml_type type, const std::string& name, const std::vector<int64_t>& shape) const {
+  if (!auto_admits(automatic_, type, shape[0])) return false;
+  return !type_needs_imatrix(type) || im_.find(name) != nullptr || (opt_.preview && !opt_.imatrix_path.empty());
+}
 
-  if (opt.preview) {  // sizes only: ggml's row sizes, no quantizing, nothing written
-    for (auto& e : man.modules) {
-      for (ggml_type type : types)
-        if (admits(type, e.name, e.shape)) add_predicted(e, type);
-      if (e.candidates.empty()) add_predicted(e, GGML_TYPE_F16);
-      std::stable_sort(e.candidates.begin(), e.candidates.end(),
-                       [](const Candidate& a, const Candidate& b) { return a.bytes < b.bytes; });
-    }
-    return man;
+void PoolBuilder::add_predicted(ModuleEntry& e, ggml_type type) const {
+  Candidate c;
+  c.id = c.type = type_name(type);
+  c.bytes = uint64_t(ggml_row_size(type, e.shape[0])) * uint64_t(e.n_params / e.shape[0]);
+  c.file_bytes = probe_->padded(c.bytes);
+  c.bpw = 8.0 * double(c.bytes) / double(e.n_params);
+  e.candidates.push_back(std::move(c));
+}
+
+// Sizes only: ggml's row sizes, no quantizing, nothing written.
+Manifest PoolBuilder::preview() {
+  for (auto& e : man_.modules) {
+    for (ggml_type type : types_)
+      if (admits(type, e.name, e.shape)) add_predicted(e, type);
+    if (e.candidates.empty()) add_predicted(e, GGML_TYPE_F16);
+    std::stable_sort(e.candidates.begin(), e.candidates.end(),
+                     [](const Candidate& a, const Candidate& b) { return a.bytes < b.bytes; });
   }
-  // Output directory: create, or resume into it if it holds this model's pool.
+  return man_;
+}
+
+// Output directory: create, or resume into it if it holds this model's pool.
+Status PoolBuilder::prepare_dir() {
   std::error_code ec;
-  if (fs::exists(opt.out_dir, ec) && !fs::is_directory(opt.out_dir, ec))
-    return Status::errorf("{} exists and is not a directory", opt.out_dir);
-  fs::create_directories(opt.out_dir, ec);
-  if (ec) return Status::errorf("cannot create {}: {}", opt.out_dir, ec.message());
-  if (fs::exists(opt.out_dir + "/manifest.json")) {
-    auto old = Manifest::load(opt.out_dir);
-    if (old.is_ok() && old->model_fingerprint != model->fingerprint())
-      return Status::errorf("{} holds a pool of another model ({}); choose another -o", opt.out_dir, old->model_path);
+  if (fs::exists(opt_.out_dir, ec) && !fs::is_directory(opt_.out_dir, ec))
+    return Status::errorf("{} exists and is not a directory", opt_.out_dir);
+  fs::create_directories(opt_.out_dir, ec);
+  if (ec) return Status::errorf("cannot create {}: {}", opt_.out_dir, ec.message());
+  if (fs::exists(opt_.out_dir + "/manifest.json")) {
+    auto old = Manifest::load(opt_.out_dir);
+    if (old.is_ok() && old->model_fingerprint != model_->fingerprint())
+      return Status::errorf("{} holds a pool of another model ({}); choose another -o", opt_.out_dir, old->model_path);
   }
-  GAMMA_RETURN_IF_ERROR(check_writable_dir(opt.out_dir + "/manifest.json"));
+  return check_writable_dir(opt_.out_dir + "/manifest.json");
+}
 
-  // Work list: one part file per generated type, then one per import.
-  // A module no grid type fits (e.g. a 172-wide row and 32-wide blocks) falls back to F16,
-  // as llama-quantize does for incompatible shapes, so every module has a candidate.
+void PoolBuilder::add_candidates(const Stats& s, const std::string& file,
+                                 const std::function<std::string(const std::string&)>& id_of,
+                                 const std::function<ggml_type(const std::string&)>& type_of) {
+  for (const auto& [name, v] : s.modules) {
+    auto& e = man_.modules[module_index_.at(name)];
+    Candidate c;
+    c.id = id_of(name);
+    c.type = type_name(type_of(name));
+    c.bytes = v.first;
+    c.file_bytes = probe_->padded(v.first);
+    c.bpw = 8.0 * double(v.first) / double(e.n_params);
+    c.rel_err = v.second;
+    c.file = file;
+    e.candidates.push_back(std::move(c));
+  }
+}
+
+// One part file per type: `mods` are the modules quantized at `type` (resumed when an earlier
+// run finished it with this model and imatrix).
+Status PoolBuilder::make_part(ggml_type type, const std::vector<const LinearModule*>& mods) {
+  const std::string tname = type_name(type);
+  const std::string file = "cand-" + tname + ".gguf";
+  const std::string gpath = opt_.out_dir + "/" + file, spath = opt_.out_dir + "/cand-" + tname + ".json";
+  Stats s;
+  int64_t part_params = 0;
+  for (auto* lm : mods) part_params += model_->tensors()[lm->tensor].n_elements();
+  if (fs::exists(gpath) && load_stats(spath, man_.model_fingerprint, im_.sha256, s) && s.modules.size() == mods.size()) {
+    done_ += part_params;
+    bar_->update(done_, tname + " (cached)");
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    s = Stats{man_.model_fingerprint, im_.sha256, {}, 0.0};
+    GgufWriter w;
+    gguf_set_val_str(w.gguf(), "gamma.pool.type", tname.c_str());
+    gguf_set_val_str(w.gguf(), "gamma.model.fingerprint", man_.model_fingerprint.c_str());
+    for (auto* lm : mods) {
+      const auto& t = model_->tensors()[lm->tensor];
+      w.add({t.name, type, t.shape});
+    }
+    GAMMA_RETURN_IF_ERROR(w.write(gpath, [&](size_t i, std::vector<uint8_t>& buf) -> Status {
+      const auto& t = model_->tensors()[mods[i]->tensor];
+      const auto* iv = im_.find(t.name);
+      const float* imat = iv ? iv->data() : nullptr;
+      GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, model_->read_f32(t));
+      if (t.type == type) {
+        buf.resize(t.nbytes);  // the source's own bytes are the exact candidate
+        GAMMA_RETURN_IF_ERROR(model_->read_raw(t, buf.data()));
+      } else {
+        buf = quantize_rows(type, ref.data(), t.n_rows(), t.row_width(), imat, nt_);
+      }
+      double err = weighted_rel_error(type, buf.data(), ref.data(), t.n_rows(), t.row_width(), imat, nt_);
+      s.modules[t.name] = {buf.size(), err};
+      done_ += t.n_elements();
+      bar_->update(done_, tname + " " + t.name);
+      return Status::ok();
+    }));
+    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    GAMMA_RETURN_IF_ERROR(write_json(spath, stats_json(s)));
+  }
+  add_candidates(s, file, [&](const std::string&) { return tname; }, [&](const std::string&) { return type; });
+  return Status::ok();
+}
+
+// An import: tensors of another GGUF of the same model, copied byte for byte.
+Status PoolBuilder::add_import(const std::string& spec) {
+  Import imp;
+  const auto colon = spec.rfind(':');
+  imp.path = colon == std::string::npos ? spec : spec.substr(0, colon);
+  imp.label = sanitize_label(colon == std::string::npos ? fs::path(spec).stem().string() : spec.substr(colon + 1));
+  GAMMA_ASSIGN_OR_RETURN(imp.model, Model::open(imp.path));
+  if (imp.model->arch() != model_->arch() || imp.model->n_layer() != model_->n_layer())
+    return Status::errorf("--import {}: a {} model with {} layers, not this {} with {}", imp.path, imp.model->arch(),
+                          imp.model->n_layer(), model_->arch(), model_->n_layer());
+  std::vector<std::pair<const TensorInfo*, const TensorInfo*>> pairs;  // (import, source)
+  for (const auto& lm : model_->linear()) {
+    int64_t k = imp.model->find(lm.name);
+    if (k < 0) continue;
+    const auto& it = imp.model->tensors()[size_t(k)];
+    const auto& st = model_->tensors()[lm.tensor];
+    if (it.shape == st.shape && ggml_get_type_traits(it.type)->to_float) pairs.push_back({&it, &st});
+  }
+  if (pairs.empty()) return Status::errorf("--import {}: no linear tensor matches this model's shapes", imp.path);
+  const std::string file = "import-" + imp.label + ".gguf";
+  const std::string gpath = opt_.out_dir + "/" + file, spath = opt_.out_dir + "/import-" + imp.label + ".json";
+  Stats s;
+  if (!(fs::exists(gpath) && load_stats(spath, man_.model_fingerprint, im_.sha256, s) && s.modules.size() == pairs.size())) {
+    s = Stats{man_.model_fingerprint, im_.sha256, {}, 0.0};
+    GgufWriter w;
+    gguf_set_val_str(w.gguf(), "gamma.pool.import", imp.path.c_str());
+    for (auto& [it, st] : pairs) w.add({it->name, it->type, it->shape});
+    GAMMA_RETURN_IF_ERROR(w.write(gpath, [&](size_t i, std::vector<uint8_t>& buf) -> Status {
+      const auto* it = pairs[i].first;
+      const auto* st = pairs[i].second;
+      buf.resize(it->nbytes);
+      GAMMA_RETURN_IF_ERROR(imp.model->read_raw(*it, buf.data()));
+      GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, model_->read_f32(*st));
+      const float* imat = im_.find(st->name) ? im_.find(st->name)->data() : nullptr;
+      s.modules[st->name] = {buf.size(), weighted_rel_error(it->type, buf.data(), ref.data(), st->n_rows(),
+                                                            st->row_width(), imat, nt_)};
+      return Status::ok();
+    }));
+    GAMMA_RETURN_IF_ERROR(write_json(spath, stats_json(s)));
+  }
+  std::map<std::string, ggml_type> tmap;
+  for (auto& [it, st] : pairs) tmap[st->name] = it->type;
+  add_candidates(s, file, [&](const std::string& n) { return std::string(type_name(tmap.at(n))) + "@" + imp.label; },
+                 [&](const std::string& n) { return tmap.at(n); });
+  return Status::ok();
+}
+
+Result<Manifest> PoolBuilder::run() {
+  GAMMA_ASSIGN_OR_RETURN(model_, Model::open(opt_.model_path));
+  if (opt_.types.empty() && opt_.imports.empty()) return Status::error("no candidate types given (--types)");
+  GAMMA_RETURN_IF_ERROR(resolve_types());
+  GAMMA_RETURN_IF_ERROR(load_checked_imatrix());
+  init_manifest();
+  if (opt_.preview) return preview();
+  GAMMA_RETURN_IF_ERROR(prepare_dir());
+
+  // Work list: one part file per generated type, then one per import. A module no grid type
+  // fits (e.g. a 172-wide row and 32-wide blocks) falls back to F16, as llama-quantize does
+  // for incompatible shapes, so every module has a candidate.
   int64_t total = 0;
   std::vector<const LinearModule*> orphans;
-  for (const auto& lm : model->linear()) {
-    const auto& t = model->tensors()[lm.tensor];
+  for (const auto& lm : model_->linear()) {
+    const auto& t = model_->tensors()[lm.tensor];
     bool any = false;
-    for (ggml_type type : types)
+    for (ggml_type type : types_)
       if (admits(type, lm.name, t.shape)) { total += t.n_elements(); any = true; }
     if (!any) { orphans.push_back(&lm); total += t.n_elements(); }
   }
-  Progress bar("pool", total, opt.quiet);
-  int64_t done = 0;
-
-  auto add_candidates = [&](const Stats& s, const std::string& file, const std::function<std::string(const std::string&)>& id_of,
-                            const std::function<ggml_type(const std::string&)>& type_of) {
-    for (const auto& [name, v] : s.modules) {
-      auto& e = man.modules[module_index.at(name)];
-      Candidate c;
-      c.id = id_of(name);
-      c.type = type_name(type_of(name));
-      c.bytes = v.first;
-      c.file_bytes = probe->padded(v.first);
-      c.bpw = 8.0 * double(v.first) / double(e.n_params);
-      c.rel_err = v.second;
-      c.file = file;
-      e.candidates.push_back(std::move(c));
-    }
-  };
-
-  // One part file per type: `mods` are the modules quantized at `type`.
-  auto make_part = [&](ggml_type type, const std::vector<const LinearModule*>& mods) -> Status {
-    const std::string tname = type_name(type);
-    const std::string file = "cand-" + tname + ".gguf";
-    const std::string gpath = opt.out_dir + "/" + file, spath = opt.out_dir + "/cand-" + tname + ".json";
-    Stats s;
-    int64_t part_params = 0;
-    for (auto* lm : mods) part_params += model->tensors()[lm->tensor].n_elements();
-    if (fs::exists(gpath) && load_stats(spath, man.model_fingerprint, im.sha256, s) && s.modules.size() == mods.size()) {
-      done += part_params;  // resumed: finished in an earlier run
-      bar.update(done, tname + " (cached)");
-    } else {
-      const auto t0 = std::chrono::steady_clock::now();
-      s = Stats{man.model_fingerprint, im.sha256, {}, 0.0};
-      GgufWriter w;
-      gguf_set_val_str(w.gguf(), "gamma.pool.type", tname.c_str());
-      gguf_set_val_str(w.gguf(), "gamma.model.fingerprint", man.model_fingerprint.c_str());
-      for (auto* lm : mods) {
-        const auto& t = model->tensors()[lm->tensor];
-        w.add({t.name, type, t.shape});
-      }
-      GAMMA_RETURN_IF_ERROR(w.write(gpath, [&](size_t i, std::vector<uint8_t>& buf) -> Status {
-        const auto& t = model->tensors()[mods[i]->tensor];
-        const auto* iv = im.find(t.name);
-        const float* imat = iv ? iv->data() : nullptr;
-        GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, model->read_f32(t));
-        if (t.type == type) {
-          buf.resize(t.nbytes);  // the source's own bytes are the exact candidate
-          GAMMA_RETURN_IF_ERROR(model->read_raw(t, buf.data()));
-        } else {
-          buf = quantize_rows(type, ref.data(), t.n_rows(), t.row_width(), imat, nt);
-        }
-        double err = weighted_rel_error(type, buf.data(), ref.data(), t.n_rows(), t.row_width(), imat, nt);
-        s.modules[t.name] = {buf.size(), err};
-        done += t.n_elements();
-        bar.update(done, tname + " " + t.name);
-        return Status::ok();
-      }));
-      s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      GAMMA_RETURN_IF_ERROR(write_json(spath, stats_json(s)));
-    }
-    add_candidates(s, file, [&](const std::string&) { return tname; }, [&](const std::string&) { return type; });
-    return Status::ok();
-  };
-
-  for (ggml_type type : types) {
+  bar_ = std::make_unique<Progress>("pool", total, opt_.quiet);
+  for (ggml_type type : types_) {
     std::vector<const LinearModule*> mods;
-    for (const auto& lm : model->linear())
-      if (admits(type, lm.name, model->tensors()[lm.tensor].shape)) mods.push_back(&lm);
+    for (const auto& lm : model_->linear())
+      if (admits(type, lm.name, model_->tensors()[lm.tensor].shape)) mods.push_back(&lm);
     if (!mods.empty()) GAMMA_RETURN_IF_ERROR(make_part(type, mods));
   }
   if (!orphans.empty()) GAMMA_RETURN_IF_ERROR(make_part(GGML_TYPE_F16, orphans));
+  for (const auto& spec : opt_.imports) GAMMA_RETURN_IF_ERROR(add_import(spec));
 
-  // Imports: tensors of another GGUF of the same model, copied byte for byte.
-  for (const auto& spec : opt.imports) {
-    Import imp;
-    const auto colon = spec.rfind(':');
-    imp.path = colon == std::string::npos ? spec : spec.substr(0, colon);
-    imp.label = sanitize_label(colon == std::string::npos ? fs::path(spec).stem().string() : spec.substr(colon + 1));
-    GAMMA_ASSIGN_OR_RETURN(imp.model, Model::open(imp.path));
-    if (imp.model->arch() != model->arch() || imp.model->n_layer() != model->n_layer())
-      return Status::errorf("--import {}: a {} model with {} layers, not this {} with {}", imp.path, imp.model->arch(),
-                            imp.model->n_layer(), model->arch(), model->n_layer());
-    std::vector<std::pair<const TensorInfo*, const TensorInfo*>> pairs;  // (import, source)
-    for (const auto& lm : model->linear()) {
-      int64_t k = imp.model->find(lm.name);
-      if (k < 0) continue;
-      const auto& it = imp.model->tensors()[size_t(k)];
-      const auto& st = model->tensors()[lm.tensor];
-      if (it.shape == st.shape && ggml_get_type_traits(it.type)->to_float) pairs.push_back({&it, &st});
-    }
-    if (pairs.empty()) return Status::errorf("--import {}: no linear tensor matches this model's shapes", imp.path);
-    const std::string file = "import-" + imp.label + ".gguf";
-    const std::string gpath = opt.out_dir + "/" + file, spath = opt.out_dir + "/import-" + imp.label + ".json";
-    Stats s;
-    if (!(fs::exists(gpath) && load_stats(spath, man.model_fingerprint, im.sha256, s) && s.modules.size() == pairs.size())) {
-      s = Stats{man.model_fingerprint, im.sha256, {}, 0.0};
-      GgufWriter w;
-      gguf_set_val_str(w.gguf(), "gamma.pool.import", imp.path.c_str());
-      for (auto& [it, st] : pairs) w.add({it->name, it->type, it->shape});
-      GAMMA_RETURN_IF_ERROR(w.write(gpath, [&](size_t i, std::vector<uint8_t>& buf) -> Status {
-        const auto* it = pairs[i].first;
-        const auto* st = pairs[i].second;
-        buf.resize(it->nbytes);
-        GAMMA_RETURN_IF_ERROR(imp.model->read_raw(*it, buf.data()));
-        GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, model->read_f32(*st));
-        const float* imat = im.find(st->name) ? im.find(st->name)->data() : nullptr;
-        s.modules[st->name] = {buf.size(), weighted_rel_error(it->type, buf.data(), ref.data(), st->n_rows(),
-                                                              st->row_width(), imat, nt)};
-        return Status::ok();
-      }));
-      GAMMA_RETURN_IF_ERROR(write_json(spath, stats_json(s)));
-    }
-    std::map<std::string, ggml_type> tmap;
-    for (auto& [it, st] : pairs) tmap[st->name] = it->type;
-    add_candidates(s, file, [&](const std::string& n) { return std::string(type_name(tmap.at(n))) + "@" + imp.label; },
-                   [&](const std::string& n) { return tmap.at(n); });
-  }
-
-  for (auto& e : man.modules) {
+  for (auto& e : man_.modules) {
     if (e.candidates.empty())
       return Status::errorf("module {} (row width {}) admits none of the candidate types", e.name, e.shape[0]);
     std::stable_sort(e.candidates.begin(), e.candidates.end(),
                      [](const Candidate& a, const Candidate& b) { return a.bytes < b.bytes; });
   }
-  bar.finish();
-  GAMMA_RETURN_IF_ERROR(man.save());
-  return man;
+  bar_->finish();
+  GAMMA_RETURN_IF_ERROR(man_.save());
+  return man_;
 }
+
+}  // namespace
+
+Result<Manifest> build_pool(const PoolOptions& opt) { return PoolBuilder(opt).run(); }
 
 }  // namespace gm
