@@ -615,25 +615,20 @@ void print_summary(const Env& e, const json& summary, double best_kld) {
               hms(e.elapsed()).c_str());
 }
 
-}  // namespace
-
-Status run_pipeline(const RunOptions& o) {
+// Flags that need no file to be checked.
+Status check_options(const RunOptions& o) {
   if (o.compare != "auto" && o.compare != "none" && !run::is_standard_mix(o.compare))
     return Status::errorf("--compare {}: not a llama.cpp standard mix (IQ1_S, ..., IQ4_NL, Q2_K, ..., Q8_0)", o.compare);
   for (const auto& s : o.scorers)
     if (s != "static" && s != "hawq" && s != "gamma")
       return Status::errorf("--scorers: unknown scorer {} (static, hawq or gamma)", s);
   if (o.scorers.empty()) return Status::error("--scorers: give at least one of static, hawq, gamma");
-  // A malformed --size is reported once the feasible range is known (below), so the one
-  // line says what would have worked.
-  uint64_t size_target = 0;
-  Status size_error;
-  if (!o.size.empty()) {
-    auto s = solve::parse_size(o.size);
-    if (s.is_ok()) size_target = *s;
-    else size_error = s.status().with_context("--size");
-  }
-  Env e(o);
+  return Status::ok();
+}
+
+// The texts and the work directory (created unless a dry run).
+Status set_up(Env& e) {
+  const RunOptions& o = e.o;
   e.G = o.gamma_exe;
   e.data = o.data_dir.empty() ? shared_data_dir() : o.data_dir;
   e.T = std::to_string(resolve_threads(o.threads));
@@ -645,14 +640,17 @@ Status run_pipeline(const RunOptions& o) {
   e.calib = o.calib.empty() ? e.data + "/text/war-and-peace.txt" : o.calib;
   for (const auto& f : {e.report_text, e.valid_text, e.calib})
     if (::access(f.c_str(), R_OK) != 0) return Status::errorf("cannot read {}: {}", f, std::strerror(errno));
-  if (!o.dry_run) {
-    std::error_code ec;
-    fs::create_directories(e.W, ec);
-    if (ec) return Status::errorf("cannot create work directory {}: {}", e.W, ec.message());
-    if (::access(e.W.c_str(), W_OK) != 0) return Status::errorf("cannot write to work directory {}", e.W);
-  }
+  if (o.dry_run) return Status::ok();
+  std::error_code ec;
+  fs::create_directories(e.W, ec);
+  if (ec) return Status::errorf("cannot create work directory {}: {}", e.W, ec.message());
+  if (::access(e.W.c_str(), W_OK) != 0) return Status::errorf("cannot write to work directory {}", e.W);
+  return Status::ok();
+}
 
-  // 1. The model, and what a pool of it would hold (sizes only: checks the target at once).
+// 1. The model, and what a pool of it would hold (sizes only: checks the target at once).
+Result<Manifest> open_model(Env& e, PoolOptions* po) {
+  const RunOptions& o = e.o;
   e.model = o.model;
   if (!exists(e.model) || fs::is_directory(e.model)) {
     std::printf("== fetch %s\n", o.model.c_str());
@@ -665,78 +663,92 @@ Status run_pipeline(const RunOptions& o) {
   else if (o.imatrix != "none") e.imatrix = o.imatrix;
   if (!e.imatrix.empty() && o.imatrix != "auto" && ::access(e.imatrix.c_str(), R_OK) != 0)
     return Status::errorf("cannot read {}: {}", e.imatrix, std::strerror(errno));
-  PoolOptions po;
-  po.model_path = e.model;
-  po.types = o.types.empty() ? std::vector<std::string>{"auto"} : o.types;
-  po.imatrix_path = e.imatrix;
-  po.preview = true;
-  GAMMA_ASSIGN_OR_RETURN(Manifest preview, build_pool(po));
-  GAMMA_ASSIGN_OR_RETURN(Range range, feasible_range(preview));
-  if (!size_error.is_ok())
-    return Status::errorf("{}; the feasible range is {} to {}", size_error.message(), format_size(range.min),
-                          format_size(range.max));
-  if (size_target && size_target < range.min)
-    return Status::errorf("--size {} is below the smallest file this pool can make: the feasible range is {} to {}",
-                          o.size, format_size(range.min), format_size(range.max));
-  if (o.dry_run) return dry_run(e, preview, range);
+  po->model_path = e.model;
+  po->types = o.types.empty() ? std::vector<std::string>{"auto"} : o.types;
+  po->imatrix_path = e.imatrix;
+  po->preview = true;
+  return build_pool(*po);
+}
 
-  GAMMA_RETURN_IF_ERROR(make_inputs(e, po, preview));
-  GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(e.pool));
-  GAMMA_ASSIGN_OR_RETURN(range, feasible_range(man));
-
-  // 5. The budget as a file size. --bpw: the static plan's file at that linear bpw.
+// 5. The budget as a file size (--bpw: the static plan's file at that linear bpw; --max-kld:
+//    none yet, 0), and the linear bpw GAMMA learns at (the static plan's at the budget).
+Result<std::pair<uint64_t, double>> budget_of(const RunOptions& o, const solve::Allocator& stat, uint64_t size_target,
+                                              const Range& range) {
   uint64_t budget = size_target;
   double learn_bpw = o.bpw;
-  GAMMA_ASSIGN_OR_RETURN(solve::Scores st, solve::Scores::from_manifest(man));
-  GAMMA_ASSIGN_OR_RETURN(auto stat, solve::Allocator::create(man, st, {}));
   if (o.max_kld <= 0 && budget == 0) {
     solve::Budget b;
     b.bpw = o.bpw;
     GAMMA_ASSIGN_OR_RETURN(auto a, stat.solve(b));
     budget = a.size.file_bytes;
   }
-  if (learn_bpw <= 0) {  // GAMMA learns at the linear bpw of the static plan at the budget
+  if (learn_bpw <= 0) {
     solve::Budget b;
     b.kind = solve::Budget::Kind::kFileBytes;
     b.file_bytes = budget ? budget : range.min / 2 + range.max / 2;
     GAMMA_ASSIGN_OR_RETURN(auto a, stat.solve(b));
     learn_bpw = a.size.linear_bpw;
   }
-  GAMMA_ASSIGN_OR_RETURN(std::vector<Scorer> scorers, prepare_scorers(e, learn_bpw));
+  return std::make_pair(budget, learn_bpw);
+}
 
-  // 6. gamma's file: the best variant at the budget on validation text.
-  json probes = json::array();
-  if (o.max_kld > 0) {
-    GAMMA_ASSIGN_OR_RETURN(budget, search_max_kld(e, man, stat, scorers, range, probes));
-  }
-  GAMMA_ASSIGN_OR_RETURN(auto vs, variants_at(e, man, stat, scorers, std::min(budget, range.max)));
-  const Variant best = best_of(vs);
-  // Named by budget and variant: a rerun that chooses another variant never reports a stale file.
-  const std::string out = e.W + "/gamma-" + std::to_string(budget) + "-" + best.name + ".gguf";
-  GAMMA_RETURN_IF_ERROR(emit_variant(e, best, out));
-  std::printf("== chosen on validation: %s (KLD %.6f +/- %.6f, %s)\n", best.name.c_str(), best.kld, best.kld_err,
-              format_size(best.bytes).c_str());
-
-  // 7. llama.cpp's mixes near the budget (or the one asked for), on the same chunks.
+// 7. llama.cpp's mixes near the budget (or the one asked for), on the same chunks.
+Result<std::vector<MixRow>> compared_mixes(Env& e, uint64_t budget) {
+  const RunOptions& o = e.o;
   std::vector<MixRow> mixes;
-  if (o.compare != "none") {
-    GAMMA_ASSIGN_OR_RETURN(auto predicted, predict_mixes(e));
-    std::vector<std::string> names;
-    if (o.compare == "auto") {
-      names = run::mixes_for_budget(predicted, budget, 0.85, o.max_mixes);
-    } else if (!predicted.count(o.compare)) {
-      return Status::errorf("--compare {}: llama-quantize makes it only with an imatrix (not with --imatrix none)", o.compare);
-    } else {
-      names = {o.compare};
-    }
-    for (const auto& n : names) {
-      GAMMA_ASSIGN_OR_RETURN(MixRow r, make_mix(e, n, predicted.at(n)));
-      r.fits = r.bytes <= budget;
-      mixes.push_back(std::move(r));
-    }
+  if (o.compare == "none") return mixes;
+  GAMMA_ASSIGN_OR_RETURN(auto predicted, predict_mixes(e));
+  std::vector<std::string> names;
+  if (o.compare == "auto") {
+    names = run::mixes_for_budget(predicted, budget, 0.85, o.max_mixes);
+  } else if (!predicted.count(o.compare)) {
+    return Status::errorf("--compare {}: llama-quantize makes it only with an imatrix (not with --imatrix none)", o.compare);
+  } else {
+    names = {o.compare};
   }
+  for (const auto& n : names) {
+    GAMMA_ASSIGN_OR_RETURN(MixRow r, make_mix(e, n, predicted.at(n)));
+    r.fits = r.bytes <= budget;
+    mixes.push_back(std::move(r));
+  }
+  return mixes;
+}
 
-  // 8. The report text: gamma's file, each mix, and gamma's chosen variant at each mix's size.
+// 9. The verdict: gamma's file unless a mix that fits the budget (for --max-kld: one that
+//    meets the KLD in fewer bytes) is better on validation.
+json verdict_of(const Env& e, const std::vector<MixRow>& mixes, const Variant& best, const std::string& out) {
+  const RunOptions& o = e.o;
+  const MixRow* winner = nullptr;
+  for (const auto& m : mixes) {
+    const bool beats = o.max_kld > 0 ? (m.valid_kld <= o.max_kld && m.bytes < best.bytes)
+                                     : (m.fits && m.valid_kld < best.kld);
+    if (beats && (!winner || (o.max_kld > 0 ? m.bytes < winner->bytes : m.valid_kld < winner->valid_kld))) winner = &m;
+  }
+  json verdict = {{"winner", winner ? "llama.cpp" : "gamma"}, {"file", winner ? winner->path : out}};
+  if (winner) {
+    std::string cmd;
+    for (const auto& a : quantize_cmd(e, winner->name, "OUT.gguf")) cmd += (cmd.empty() ? "" : " ") + a;
+    verdict["mix"] = winner->name;
+    verdict["valid_kld"] = winner->valid_kld;
+    verdict["llama_quantize"] = cmd;
+  }
+  return verdict;
+}
+
+uint64_t dir_bytes(const std::string& dir) {
+  uint64_t disk = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    if (it->is_regular_file(ec)) disk += it->file_size(ec);
+  return disk;
+}
+
+// 8. The report text: gamma's file, each mix, and gamma's chosen variant at each mix's size
+//    (the front), with everything the run decided: run.json's body.
+Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& scorers, const solve::Allocator& stat,
+                       const std::vector<Variant>& vs, const Variant& best, const std::string& out, uint64_t budget,
+                       const Range& range, const json& probes, const std::vector<MixRow>& mixes) {
+  const RunOptions& o = e.o;
   json summary = json_header("gamma.run", 2);
   summary["model"] = e.model;
   summary["teacher"] = e.teacher;
@@ -770,35 +782,66 @@ Status run_pipeline(const RunOptions& o) {
     summary["front"].push_back(frow);
     summary["rows"].push_back(frow);
   }
-
-  // 9. The verdict: gamma's file unless a mix that fits the budget (for --max-kld: one that
-  //    meets the KLD in fewer bytes) is better on validation.
-  const MixRow* winner = nullptr;
-  for (const auto& m : mixes) {
-    const bool beats = o.max_kld > 0 ? (m.valid_kld <= o.max_kld && m.bytes < best.bytes)
-                                     : (m.fits && m.valid_kld < best.kld);
-    if (beats && (!winner || (o.max_kld > 0 ? m.bytes < winner->bytes : m.valid_kld < winner->valid_kld))) winner = &m;
-  }
-  json verdict = {{"winner", winner ? "llama.cpp" : "gamma"}, {"file", winner ? winner->path : out}};
-  if (winner) {
-    std::string cmd;
-    for (const auto& a : quantize_cmd(e, winner->name, "OUT.gguf")) cmd += (cmd.empty() ? "" : " ") + a;
-    verdict["mix"] = winner->name;
-    verdict["valid_kld"] = winner->valid_kld;
-    verdict["llama_quantize"] = cmd;
-  }
-  summary["verdict"] = verdict;
+  summary["verdict"] = verdict_of(e, mixes, best, out);
   summary["stages"] = e.stages;
   summary["seconds"] = e.elapsed();
-  uint64_t disk = 0;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(e.W, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-    if (it->is_regular_file(ec)) disk += it->file_size(ec);
-  summary["work_dir_bytes"] = disk;
+  summary["work_dir_bytes"] = dir_bytes(e.W);
+  return summary;
+}
+
+}  // namespace
+
+Status run_pipeline(const RunOptions& o) {
+  GAMMA_RETURN_IF_ERROR(check_options(o));
+  // A malformed --size is reported once the feasible range is known (below), so the one
+  // line says what would have worked.
+  uint64_t size_target = 0;
+  Status size_error;
+  if (!o.size.empty()) {
+    auto s = solve::parse_size(o.size);
+    if (s.is_ok()) size_target = *s;
+    else size_error = s.status().with_context("--size");
+  }
+  Env e(o);
+  GAMMA_RETURN_IF_ERROR(set_up(e));
+  PoolOptions po;
+  GAMMA_ASSIGN_OR_RETURN(Manifest preview, open_model(e, &po));
+  GAMMA_ASSIGN_OR_RETURN(Range range, feasible_range(preview));
+  if (!size_error.is_ok())
+    return Status::errorf("{}; the feasible range is {} to {}", size_error.message(), format_size(range.min),
+                          format_size(range.max));
+  if (size_target && size_target < range.min)
+    return Status::errorf("--size {} is below the smallest file this pool can make: the feasible range is {} to {}",
+                          o.size, format_size(range.min), format_size(range.max));
+  if (o.dry_run) return dry_run(e, preview, range);
+
+  GAMMA_RETURN_IF_ERROR(make_inputs(e, po, preview));
+  GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(e.pool));
+  GAMMA_ASSIGN_OR_RETURN(range, feasible_range(man));
+  GAMMA_ASSIGN_OR_RETURN(solve::Scores st, solve::Scores::from_manifest(man));
+  GAMMA_ASSIGN_OR_RETURN(auto stat, solve::Allocator::create(man, st, {}));
+  GAMMA_ASSIGN_OR_RETURN(auto bl, budget_of(o, stat, size_target, range));
+  uint64_t budget = bl.first;
+  GAMMA_ASSIGN_OR_RETURN(std::vector<Scorer> scorers, prepare_scorers(e, bl.second));
+
+  // 6. gamma's file: the best variant at the budget on validation text.
+  json probes = json::array();
+  if (o.max_kld > 0) {
+    GAMMA_ASSIGN_OR_RETURN(budget, search_max_kld(e, man, stat, scorers, range, probes));
+  }
+  GAMMA_ASSIGN_OR_RETURN(auto vs, variants_at(e, man, stat, scorers, std::min(budget, range.max)));
+  const Variant best = best_of(vs);
+  // Named by budget and variant: a rerun that chooses another variant never reports a stale file.
+  const std::string out = e.W + "/gamma-" + std::to_string(budget) + "-" + best.name + ".gguf";
+  GAMMA_RETURN_IF_ERROR(emit_variant(e, best, out));
+  std::printf("== chosen on validation: %s (KLD %.6f +/- %.6f, %s)\n", best.name.c_str(), best.kld, best.kld_err,
+              format_size(best.bytes).c_str());
+
+  GAMMA_ASSIGN_OR_RETURN(std::vector<MixRow> mixes, compared_mixes(e, budget));
+  GAMMA_ASSIGN_OR_RETURN(json summary, summarize(e, man, scorers, stat, vs, best, out, budget, range, probes, mixes));
   GAMMA_RETURN_IF_ERROR(write_json(e.W + "/run.json", summary));
   if (auto st2 = draw_run_png(e.W + "/run.png", summary); !st2.is_ok())
     std::fprintf(stderr, "gamma: warning: run.png: %s\n", st2.message().c_str());
-
   print_summary(e, summary, best.kld);
   return Status::ok();
 }
