@@ -1,7 +1,8 @@
 // Every versioned JSON reader, one per binary (FUZZ_READER picks it at compile time): the
-// pool manifest, a plan, scores, an eval result, a Stage I checkpoint. Each must accept the
+// pool manifest, a plan, scores, an eval result (gamma.eval), a Stage I checkpoint. Each must accept the
 // file or refuse it with one Status, whatever the bytes.
 #include "fuzz/fuzz_input.h"
+#include "eval/result.h"
 #include "learn/checkpoint.h"
 #include "plan/plan.h"
 #include "pool/manifest.h"
@@ -13,6 +14,7 @@ namespace {
 #define READER_plan 2
 #define READER_scores 3
 #define READER_checkpoint 4
+#define READER_eval 5
 #define CAT(a, b) a##b
 #define READER(x) CAT(READER_, x)
 
@@ -28,8 +30,10 @@ void read_one(const uint8_t* data, size_t size) {
   const std::string path = gm::fuzz::write_input(data, size, "scores.json.ckpt");
   auto j = gm::read_json(path, gm::Checkpoint::kSchema, gm::Checkpoint::kVersion);
   if (j.is_ok()) (void)gm::Checkpoint::from_json(*j, path);
+#elif READER(FUZZ_READER) == READER_eval
+  (void)gm::eval::EvalResult::load(gm::fuzz::write_input(data, size, "eval.json"));
 #else
-#error "FUZZ_READER must be manifest, plan, scores or checkpoint"
+#error "FUZZ_READER must be manifest, plan, scores, checkpoint or eval"
 #endif
 }
 

@@ -9,6 +9,7 @@
 #include "learn/candidates.h"
 #include "decoder/layer.h"
 #include "pool/manifest.h"
+#include "solve/scores.h"
 #include "util/files.h"
 #include "util/progress.h"
 #include "util/threads.h"
@@ -109,16 +110,20 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
   }
   if (bar) bar->finish();
 
-  json out = json_header("gamma.scores", 1);
-  out["model_fingerprint"] = man.model_fingerprint;
-  out["pool_manifest_sha256"] = pool_sha;
+  solve::Scores sc;  // Stage II's input; the traces and perturbations ride along per module
+  sc.method = "hawq";
+  sc.model_fingerprint = man.model_fingerprint;
+  sc.pool_manifest_sha256 = pool_sha;
+  for (const auto& [name, m] : modules.items())
+    for (const auto& [id, v] : m["score"].items()) sc.score[name][id] = v.get<double>();
+  json out = sc.to_json();
+  for (const auto& [name, m] : modules.items())
+    for (const char* k : {"hessian_trace", "trace_per_weight", "perturbation"}) out["modules"][name][k] = m[k];
   out["teacher_fingerprint"] = teacher.fingerprint();
-  out["method"] = "hawq";
   out["hyperparameters"] = {{"samples", opt.samples}, {"batch", opt.seqs}, {"seed", opt.seed},
                             {"calib_tokens", opt.calib.calib_tokens}, {"seq_len", opt.calib.seq_len},
                             {"calib_files", opt.calib.text_files}, {"activations", {{"key", cache->key()}}},
                             {"score", "-Tr(H)/n * ||W_b - W||^2 (HAWQ-V2), H of the teacher-forced layer MSE"}};
-  out["modules"] = modules;
   out["stats"] = {{"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()},
                   {"threads", opt.n_threads}};
   GAMMA_RETURN_IF_ERROR(write_json(opt.out_path, out));

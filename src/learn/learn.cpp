@@ -20,6 +20,7 @@
 #include "learn/layer_step.h"
 #include "decoder/hparams.h"
 #include "pool/manifest.h"
+#include "solve/scores.h"
 #include "util/files.h"
 #include "util/progress.h"
 #include "util/threads.h"
@@ -607,30 +608,30 @@ Status StageOne::optimise() {
 // SCORES.json: p = softmax(pi / tau) at the last step's tau, the logits, the final figures.
 Result<json> StageOne::scores(const LearnResult& result) {
   const double tau = tau_at(opt_, opt_.steps - 1);
-  json modules = json::object();
+  solve::Scores sc;  // Stage II's input: score = p; the rest of the file is Stage I's record
+  sc.method = "gamma";
+  sc.model_fingerprint = man_.model_fingerprint;
+  sc.pool_manifest_sha256 = pool_sha_;
+  sc.target_bpw = opt_.target_bpw;
   for (size_t i = 0; i < mods_.size(); ++i) {
     std::vector<double> z(mods_[i].K);
     for (size_t j = 0; j < mods_[i].K; ++j) z[j] = mods_[i].pi[j] / tau;
     softmax(z, pbar_[i]);
-    json sc = json::object(), pj = json::object(), lj = json::object();
     for (size_t j = 0; j < mods_[i].K; ++j) {
       const std::string& id = mods_[i].e->candidates[j].id;
-      sc[id] = pbar_[i][j];
-      pj[id] = pbar_[i][j];
-      lj[id] = mods_[i].pi[j];
+      sc.score[mods_[i].e->name][id] = sc.p[mods_[i].e->name][id] = pbar_[i][j];
     }
-    modules[mods_[i].e->name] = {{"score", sc}, {"p", pj}, {"logits", lj}};
   }
   const double bhat = expected_bpw(mods_, pbar_, n_total_);
   GAMMA_ASSIGN_OR_RETURN(const double mse_eval, eval_mse(pbar_));
-  json out = json_header("gamma.scores", 1);
-  out["model_fingerprint"] = man_.model_fingerprint;
-  out["pool_manifest_sha256"] = pool_sha_;
+  json out = sc.to_json();
+  for (const auto& m : mods_) {
+    json lj = json::object();
+    for (size_t j = 0; j < m.K; ++j) lj[m.e->candidates[j].id] = m.pi[j];
+    out["modules"][m.e->name]["logits"] = lj;
+  }
   out["teacher_fingerprint"] = teacher_->fingerprint();
-  out["method"] = "gamma";
-  out["target_bpw"] = opt_.target_bpw;
   out["hyperparameters"] = config_["hyperparameters"];
-  out["modules"] = modules;
   const json& last = st_.curve.empty() ? json::object() : st_.curve.back();
   out["final"] = {{"bpw_expected", bhat}, {"lambda1", st_.lambda1}, {"lambda2", st_.lambda2}, {"mse_ref", st_.mse_ref},
                   {"mse_eval_init", st_.mse_eval_init}, {"mse_eval", mse_eval},
