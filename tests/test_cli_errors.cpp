@@ -129,3 +129,17 @@ TEST_F(Fixture, LibTorchExceptionInGammaLearnIsOneLine) {
   fails("learn " + (d / "pool") + " --teacher " + stories260k() + " -o " + (d / "out/s.json") + " --steps banana");
   fails("hawq " + (d / "pool") + " --teacher " + stories260k());  // -o missing
 }
+
+// Inputs libFuzzer found (scripts/fuzz.sh, results/fuzz.json): under UBSan, llama.cpp's gguf
+// reader loads an out-of-range u32 into an enum (a KV's gguf_type; a tensor's ggml_type) before
+// its own check rejects it. In the shipped build both must end as one line, exit 1, nothing
+// written.
+TEST_F(Fixture, FuzzerFoundInputsAreRefusedInOneLine) {
+  const std::string data = GAMMA_TEST_DATA "/fuzz/";
+  EXPECT_NE(fails("inspect " + data + "gguf-kv-type-out-of-range.gguf").find("invalid GGUF type"), std::string::npos);
+  EXPECT_NE(fails("pool " + stories260k() + " --types Q8_0 --imatrix " + data + "imatrix-tensor-type-out-of-range.gguf -o " +
+                  (d / "p2"))
+                .find("not a readable imatrix file"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(d / "p2"));
+}

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "imatrix-loader.h"
+#include "log.h"
 #include "util/files.h"
 
 namespace gm {
@@ -17,7 +18,12 @@ Result<Imatrix> load_imatrix(const std::string& path) {
   im.path = path;
   GAMMA_ASSIGN_OR_RETURN(im.sha256, sha256_file(path));
   common_imatrix loaded;
-  if (!common_imatrix_load(path, loaded)) return Status::errorf("{}: not a readable imatrix file", path);
+  // llama.cpp's loader prints its own complaint on stderr; gamma's one line below says it.
+  const int thold = common_log_get_verbosity_thold();
+  common_log_set_verbosity_thold(-1);
+  const bool ok = common_imatrix_load(path, loaded);
+  common_log_set_verbosity_thold(thold);
+  if (!ok) return Status::errorf("{}: not a readable imatrix file", path);
   if (!loaded.is_legacy && !loaded.has_metadata) return Status::errorf("{}: imatrix has no metadata", path);
   for (const auto& [name, entry] : loaded.entries) {
     std::vector<float> e(entry.sums.size());
