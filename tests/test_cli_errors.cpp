@@ -130,16 +130,16 @@ TEST_F(Fixture, LibTorchExceptionInGammaLearnIsOneLine) {
   fails("hawq " + (d / "pool") + " --teacher " + stories260k());  // -o missing
 }
 
-// Inputs libFuzzer found (scripts/fuzz.sh, results/fuzz.json): under UBSan, llama.cpp's gguf
-// reader loads an out-of-range u32 into an enum (a KV's gguf_type; a tensor's ggml_type) before
-// its own check rejects it. In the shipped build both must end as one line, exit 1, nothing
-// written.
+// Inputs libFuzzer found (scripts/fuzz.sh, results/fuzz.json): llama.cpp's gguf reader loads
+// an out-of-range u32 into an enum (a KV's gguf_type; a tensor's ggml_type) before its own check
+// rejects it (UBSan). gamma refuses them before gguf.cpp sees them (gguf_model/header_check.h):
+// one line, exit 1, nothing written.
 TEST_F(Fixture, FuzzerFoundInputsAreRefusedInOneLine) {
   const std::string data = GAMMA_TEST_DATA "/fuzz/";
   EXPECT_NE(fails("inspect " + data + "gguf-kv-type-out-of-range.gguf").find("invalid GGUF type"), std::string::npos);
-  EXPECT_NE(fails("pool " + stories260k() + " --types Q8_0 --imatrix " + data + "imatrix-tensor-type-out-of-range.gguf -o " +
-                  (d / "p2"))
-                .find("not a readable imatrix file"),
-            std::string::npos);
+  const std::string imx = fails("pool " + stories260k() + " --types Q8_0 --imatrix " + data +
+                                "imatrix-tensor-type-out-of-range.gguf -o " + (d / "p2"));
+  EXPECT_NE(imx.find("not a readable imatrix file"), std::string::npos) << imx;
   EXPECT_FALSE(fs::exists(d / "p2"));
+  EXPECT_NE(imx.find("has invalid ggml type 1024"), std::string::npos) << imx;
 }

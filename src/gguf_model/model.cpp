@@ -1,5 +1,7 @@
 #include "gguf_model/model.h"
 
+#include "gguf_model/header_check.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -101,6 +103,7 @@ static Status open_gguf(const std::string& path, int& fd, gguf_context*& ctx, ui
   char magic[4] = {0, 0, 0, 0};
   if (::pread(fd, magic, 4, 0) != 4 || std::memcmp(magic, "GGUF", 4) != 0)
     return Status::errorf("{} is not a GGUF file (bad magic)", path);
+  GAMMA_RETURN_IF_ERROR(check_gguf_enums(path));  // values gguf.cpp would load into an enum unchecked
   gguf_init_params params{/*no_alloc=*/true, /*ctx=*/nullptr};
   llama::capture_logs();  // gguf.h reports through ggml's log
   llama::clear_errors();

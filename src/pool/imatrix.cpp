@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "gguf_model/header_check.h"
 #include "imatrix-loader.h"
 #include "log.h"
 #include "util/files.h"
@@ -17,6 +18,8 @@ Result<Imatrix> load_imatrix(const std::string& path) {
   Imatrix im;
   im.path = path;
   GAMMA_ASSIGN_OR_RETURN(im.sha256, sha256_file(path));
+  if (Status st = check_gguf_enums(path); !st.is_ok())  // legacy .dat files pass: no GGUF magic
+    return Status::errorf("{}: not a readable imatrix file ({})", path, st.message());
   common_imatrix loaded;
   // llama.cpp's loader prints its own complaint on stderr; gamma's one line below says it.
   const int thold = common_log_get_verbosity_thold();

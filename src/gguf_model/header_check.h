@@ -1,0 +1,17 @@
+// A pre-check of a GGUF header before llama.cpp's reader sees it. gguf.cpp reads each
+// key-value type and each tensor type from the file straight into an enum and only then
+// rejects an out-of-range value: undefined behaviour (UBSan's `enum` check, found by
+// fuzz/fuzz_gguf and fuzz_imatrix; results/fuzz.md). This walks the header with bounds checks
+// and refuses such values first. Anything else it cannot make sense of (truncation, bad
+// version, too many dimensions) it leaves to gguf.cpp, whose own checks and messages hold.
+#pragma once
+#include <string>
+
+#include "util/status.h"
+
+namespace gm {
+
+// kCorrupt naming the key or tensor whose type is out of range; ok otherwise.
+Status check_gguf_enums(const std::string& path);
+
+}  // namespace gm
