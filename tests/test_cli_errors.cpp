@@ -133,7 +133,7 @@ TEST_F(Fixture, LibTorchExceptionInGammaLearnIsOneLine) {
 // Inputs libFuzzer found (scripts/fuzz.sh, results/fuzz.json): llama.cpp's gguf reader loads
 // an out-of-range u32 into an enum (a KV's gguf_type; a tensor's ggml_type) before its own check
 // rejects it (UBSan). gamma refuses them before gguf.cpp sees them (gguf_model/header_check.h):
-// one line, exit 1, nothing written.
+// one line, exit 1, nothing written. And llama.cpp's legacy imatrix reader trusts its lengths.
 TEST_F(Fixture, FuzzerFoundInputsAreRefusedInOneLine) {
   const std::string data = GAMMA_TEST_DATA "/fuzz/";
   EXPECT_NE(fails("inspect " + data + "gguf-kv-type-out-of-range.gguf").find("invalid GGUF type"), std::string::npos);
@@ -142,4 +142,11 @@ TEST_F(Fixture, FuzzerFoundInputsAreRefusedInOneLine) {
   EXPECT_NE(imx.find("not a readable imatrix file"), std::string::npos) << imx;
   EXPECT_FALSE(fs::exists(d / "p2"));
   EXPECT_NE(imx.find("has invalid ggml type 1024"), std::string::npos) << imx;
+  // Not a GGUF, so llama.cpp reads it as a legacy .dat imatrix, whose negative name length
+  // threw std::length_error out of the loader (the process aborted).
+  EXPECT_NE(fails("pool " + stories260k() + " --types Q8_0 --imatrix " + data + "imatrix-legacy-negative-length.dat -o " +
+                  (d / "p3"))
+                .find("not a readable imatrix file"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(d / "p3"));
 }
