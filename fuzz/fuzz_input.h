@@ -5,16 +5,21 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
 namespace gm::fuzz {
 
-// A directory of this process's own; `name` inside it holds the input.
+// A directory of this process's own (removed at exit); `name` inside it holds the input.
 inline std::string write_input(const uint8_t* data, size_t size, const std::string& name) {
   static const std::string dir = [] {
     const std::string d = "/dev/shm/gamma-fuzz-" + std::to_string(::getpid());
     std::filesystem::create_directories(d);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all("/dev/shm/gamma-fuzz-" + std::to_string(::getpid()), ec);
+    });
     return d;
   }();
   const std::string path = dir + "/" + name;
