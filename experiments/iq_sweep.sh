@@ -47,13 +47,21 @@ src=$($G fetch $MODEL)
 
 if has teacher && [ ! -f $TEACHER ]; then log "teacher"; $G dequantize "$src" -o $TEACHER --type f32; fi
 { head -c 40000 $txt/war-and-peace.txt; echo; head -c 36000 $txt/python-calib.txt; } > $W/calib-mix.txt
-if has imatrix && [ ! -f $IMX ] && [ -f $R/imatrix-mix.gguf ]; then
-  cp $R/imatrix-mix.gguf $IMX  # the committed one: every session's pool and mixes from the same imatrix
-elif has imatrix && [ ! -f $IMX ]; then
+if has imatrix && [ ! -f $IMX ]; then
   log "imatrix (prose + code calibration)"
   t0=$(now)
   $B/llama-imatrix -m "$src" -f $W/calib-mix.txt -c 512 --chunks 32 -t $T -o $W/imatrix-mix.tmp.gguf > $W/imatrix-mix.log 2>&1
   mv $W/imatrix-mix.tmp.gguf $IMX; secs $t0 > $W/imatrix-mix.seconds
+fi
+# Every session's pool and mixes must come from the same imatrix: its sha256 is recorded in
+# results/ (the file itself is generated, not committed) and a different one is said loudly.
+if [ -f $IMX ]; then
+  got=$(sha256sum $IMX | cut -d' ' -f1)
+  if [ -f $R/imatrix-mix.sha256 ]; then
+    [ "$got" = "$(cat $R/imatrix-mix.sha256)" ] || log "WARNING: imatrix $got differs from the recorded $(cat $R/imatrix-mix.sha256)"
+  else
+    echo "$got" > $R/imatrix-mix.sha256
+  fi
 fi
 admitted() {  # MODEL -> the types of ALL_TYPES that fit at least one of its linear modules (gamma inspect)
   $G inspect --json "$1" | python3 -c "
