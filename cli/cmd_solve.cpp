@@ -56,8 +56,8 @@ void run_solve(const SolveOpts& o) {
   if (!o.bpw.empty()) {
     char* end = nullptr;
     budget.bpw = std::strtod(o.bpw.c_str(), &end);
-    if (o.bpw.empty() || *end || !std::isfinite(budget.bpw) || budget.bpw <= 0)
-      throw Failure(fmt::format("--bpw '{}' is not a positive number", o.bpw));
+    if (o.bpw.empty() || *end || !std::isfinite(budget.bpw) || budget.bpw <= 0 || budget.bpw > 32)
+      throw Failure(fmt::format("--bpw '{}' must be a number of bits per weight in (0, 32]", o.bpw));
   } else if (!o.size.empty()) {
     budget.kind = solve::Budget::Kind::kFileBytes;
     budget.file_bytes = value_or_fail(solve::parse_size(o.size));

@@ -119,6 +119,13 @@ int hawq_main(int argc, char** argv) {
   app.add_option("--samples", o.samples, "Hutchinson probes per layer")->capture_default_str();
   app.add_option("--seed", o.seed, "random seed of the probes")->capture_default_str();
   if (int rc = parse(app, argc, argv); rc >= 0) return rc;
+  // Fault injection for the kill-and-resume test: SIGKILL once layer N is checkpointed.
+  if (const char* k = std::getenv("GAMMA_TEST_KILL_AT_LAYER"); k && *k) {
+    const int kill_at = std::atoi(k);
+    o.on_layer_done = [kill_at](int layer) {
+      if (layer == kill_at) std::raise(SIGKILL);
+    };
+  }
   auto r = hawq_scores(o);
   if (!r.is_ok()) return fail(r.status());
   std::printf("%s: HAWQ-V2 scores of %zu modules (%d probes per layer, %.1f s)\n", o.out_path.c_str(),

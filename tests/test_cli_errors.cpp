@@ -1,4 +1,5 @@
 // Bad input through the CLI: one line on stderr, a non-zero exit, and no file left behind.
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -149,4 +150,67 @@ TEST_F(Fixture, FuzzerFoundInputsAreRefusedInOneLine) {
                 .find("not a readable imatrix file"),
             std::string::npos);
   EXPECT_FALSE(fs::exists(d / "p3"));
+}
+
+// Resource limits are errors, not crashes: absurd budgets, an empty or a 10 GB text (sparse,
+// so the test costs no disk), a GGUF whose last tensor claims 2^36 elements in a file extended
+// (sparsely) to match. One line, a non-zero exit, nothing written.
+TEST_F(Fixture, ResourceLimitsAreOneLineErrors) {
+  const std::string pool = d / "pool", out = d / "out";
+  EXPECT_NE(fails("solve --pool " + pool + " --score-from-manifest --bpw 0 -o " + out + "/p.json").find("(0, 32]"),
+            std::string::npos);
+  EXPECT_NE(fails("solve --pool " + pool + " --score-from-manifest --bpw 1e30 -o " + out + "/p.json").find("(0, 32]"),
+            std::string::npos);
+  EXPECT_NE(fails("solve --pool " + pool + " --score-from-manifest --size 0 -o " + out + "/p.json").find("smallest feasible"),
+            std::string::npos);
+  EXPECT_NE(fails("solve --pool " + pool + " --score-from-manifest --size 1e30 -o " + out + "/p.json").find("too large"),
+            std::string::npos);
+  EXPECT_NE(fails("run " + stories260k() + " --size 0 --dry-run -w " + out + "/w").find("feasible range"),
+            std::string::npos);
+
+  std::ofstream(d / "empty.txt").close();
+  std::ofstream(d / "huge.txt").close();
+  fs::resize_file(d / "huge.txt", 10ull << 30);
+  const std::string model = stories260k();
+  for (const char* t : {"empty.txt", "huge.txt"}) {
+    const std::string why = std::string(t) == "empty.txt" ? "is empty" : "is 10.0 GiB; gamma reads texts up to 1 GiB";
+    EXPECT_NE(fails("eval " + model + " --text " + (d / t) + " -q").find(why), std::string::npos) << t;
+    EXPECT_NE(fails("learn " + pool + " --teacher " + model + " --bpw 9 --calib " + (d / t) + " --steps 1 -q -o " + out +
+                    "/s.json --cache-dir " + (d / "act"))
+                  .find(why),
+              std::string::npos)
+        << t;
+    EXPECT_NE(fails("run " + model + " --bpw 8 --calib " + (d / t) + " --dry-run -w " + out + "/w").find(why),
+              std::string::npos)
+        << t;
+  }
+
+  // The hostile GGUF: blk.4.ffn_norm.weight (the last tensor's data) from 64 to 2^36 floats.
+  std::string bytes = read_file(model).value();
+  const std::string name = "blk.4.ffn_norm.weight";
+  const size_t at = bytes.find(name);
+  ASSERT_NE(at, std::string::npos);
+  int64_t ne0 = 0;
+  std::memcpy(&ne0, &bytes[at + name.size() + 4], 8);  // after the name: n_dims (u32), ne[0]
+  ASSERT_EQ(ne0, 64);
+  const int64_t huge = int64_t(1) << 36;
+  std::memcpy(&bytes[at + name.size() + 4], &huge, 8);
+  const std::string bad = d / "huge-tensor.gguf";
+  std::ofstream(bad, std::ios::binary) << bytes;
+  fs::resize_file(bad, bytes.size() - 64 * 4 + uint64_t(huge) * 4);
+  EXPECT_NE(fails("dequantize " + bad + " -o " + out + "/t.gguf").find("needs 512.0 GiB of memory"), std::string::npos);
+  EXPECT_NE(fails("eval " + bad + " --text " + shared_data("text/wiki.test.raw") + " -q").find("wrong shape"),
+            std::string::npos);
+  EXPECT_EQ(files_in(out), 0u);
+}
+
+// Two `gamma run`s in one work directory would write the same files: while one holds the work
+// directory's lock (here flock(1), as a running gamma run does), another is refused in one line.
+TEST_F(Fixture, SecondRunInTheSameWorkDirectoryIsRefused) {
+  const std::string w = d / "w";
+  fs::create_directories(w);
+  auto r = run("flock " + w + "/.gamma-run.lock " + gamma_cli() + " run " + stories260k() + " --bpw 8 -q -w " + w +
+               " 2>&1 | tail -n 1");
+  EXPECT_NE(r.output.find("gamma: error: work directory " + w + " is in use by another gamma run"), std::string::npos)
+      << r.output;
 }

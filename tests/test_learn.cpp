@@ -8,6 +8,7 @@
 #include <fstream>
 #include <deque>
 #include <random>
+#include <thread>
 
 #include "gguf_model/model.h"
 #include "llama/log.h"
@@ -479,6 +480,66 @@ TEST(Hawq, TracesArePositiveStableAndScoresFollowThePerturbation) {
 // 2/(B T d) I_d (x) A^T A and Tr(H) = 2/(B T) sum_t ||a_t||^2. a is read off the layer itself:
 // with W_down zero the output is the rest c; with W_down a row selector (row i picks input j)
 // output_i - c_i = a_j. HAWQ's Hutchinson estimate must agree (its error shrinks as 1/sqrt(probes)).
+// HAWQ resumes per layer: SIGKILL once layer 2 is checkpointed, rerun, and the scores equal
+// an uninterrupted run's (each layer draws its probes from its own seed).
+TEST(Hawq, KillAndRerunEndsIdentical) {
+  TempDir dir;
+  const std::string pool = make_pool(dir);
+  const std::string args = " --teacher " + gm::testing::stories260k() +
+                           " --seq-len 64 --calib-tokens 512 --seqs 2 --samples 4 -t 2 --seed 3 --cache-dir " + dir / "act";
+  const std::string a = dir / "a.json", b = dir / "b.json";
+  auto ra = gm::testing::gamma("hawq " + pool + " -q -o " + a + args);
+  ASSERT_EQ(ra.exit_code, 0) << ra.output;
+  EXPECT_FALSE(fs::exists(a + ".ckpt"));
+  auto rk = gm::testing::run("GAMMA_TEST_KILL_AT_LAYER=2 " + gm::testing::gamma_cli() + " hawq " + pool + " -o " + b + args);
+  ASSERT_EQ(rk.exit_code, 128 + 9) << rk.output;
+  ASSERT_FALSE(fs::exists(b));
+  ASSERT_TRUE(fs::exists(b + ".ckpt"));
+  auto rb = gm::testing::gamma("hawq " + pool + " -o " + b + args);
+  ASSERT_EQ(rb.exit_code, 0) << rb.output;
+  EXPECT_NE(rb.output.find("resuming at layer 3 of 5"), std::string::npos) << rb.output;
+  json ja = load(a), jb = load(b);
+  EXPECT_EQ(jb["stats"]["resumed_at_layer"], 3);
+  ja.erase("stats");
+  jb.erase("stats");
+  EXPECT_EQ(ja, jb);
+  EXPECT_FALSE(fs::exists(b + ".ckpt"));
+}
+
+// Processes sharing one cache directory: four hawq runs start at once on an empty cache; one
+// builds the activation cache, the others wait for it (a file lock) and read it; every run
+// writes the scores a run alone writes, and the cache holds one entry and no leftovers.
+TEST(SharedCache, ConcurrentRunsBuildOneEntryAndAgree) {
+  TempDir dir;
+  const std::string pool = make_pool(dir);
+  const std::string args = " --teacher " + gm::testing::stories260k() +
+                           " --seq-len 64 --calib-tokens 2048 --seqs 2 --samples 2 -t 1 -q --seed 1 --cache-dir " +
+                           dir / "act";
+  auto solo = gm::testing::gamma("hawq " + pool + " -o " + dir / "solo.json" + args.substr(0, args.find(" --cache-dir")) +
+                                 " --cache-dir " + dir / "solo-act");
+  ASSERT_EQ(solo.exit_code, 0) << solo.output;
+  std::vector<std::thread> ts;
+  std::vector<gm::testing::RunResult> rs(4);
+  for (size_t i = 0; i < rs.size(); ++i)
+    ts.emplace_back([&, i] { rs[i] = gm::testing::gamma("hawq " + pool + " -o " + dir / ("h" + std::to_string(i) + ".json") + args); });
+  for (auto& t : ts) t.join();
+  json ref = load(dir / "solo.json");
+  ref.erase("stats");
+  ref["hyperparameters"].erase("activations");
+  for (size_t i = 0; i < rs.size(); ++i) {
+    ASSERT_EQ(rs[i].exit_code, 0) << rs[i].output;
+    json j = load(dir / ("h" + std::to_string(i) + ".json"));
+    j.erase("stats");
+    j["hyperparameters"].erase("activations");
+    EXPECT_EQ(j, ref) << i;
+  }
+  std::vector<std::string> entries;
+  for (const auto& e : fs::directory_iterator(dir / "act")) entries.push_back(e.path().filename().string());
+  std::sort(entries.begin(), entries.end());
+  ASSERT_EQ(entries.size(), 2u) << "a cache entry and its lock";
+  EXPECT_EQ(entries[0] + ".lock", entries[1]);
+}
+
 TEST(Hawq, FfnDownTraceMatchesItsClosedForm) {
   TempDir dir;
   const std::string pool = make_pool(dir);

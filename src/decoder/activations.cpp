@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "ggml.h"
 #include "gguf_model/model.h"
@@ -66,8 +67,7 @@ Result<std::vector<std::vector<int32_t>>> calibration_sequences(LlamaRunner& run
     // so a long book contributes more than its first chapter.
     const int share = n_seq / int(files.size()) + (int(f) < n_seq % int(files.size()) ? 1 : 0);
     if (share == 0) continue;
-    GAMMA_ASSIGN_OR_RETURN(std::string text, read_file(files[f]));
-    if (text.empty()) return Status::errorf("calibration file {} is empty", files[f]);
+    GAMMA_ASSIGN_OR_RETURN(std::string text, read_text_file(files[f], "calibration file"));
     for (int i = 0; i < share; ++i) {
       size_t off = size_t(double(text.size()) * i / share);
       if (off > 0) {
@@ -111,6 +111,7 @@ Result<std::unique_ptr<ActivationCache>> ActivationCache::open_or_build(const st
   k["teacher"] = teacher->fingerprint();
   k["files"] = json::array();
   for (const auto& f : files) {
+    GAMMA_RETURN_IF_ERROR(check_text_file(f, "calibration file"));  // before hashing 10 GB
     GAMMA_ASSIGN_OR_RETURN(std::string sha, sha256_file(f));
     k["files"].push_back(sha);
   }
@@ -123,9 +124,15 @@ Result<std::unique_ptr<ActivationCache>> ActivationCache::open_or_build(const st
   const std::string dir = root + "/" + key;
 
   std::error_code ec;
+  std::optional<FileLock> lock;  // held while this process builds the entry
   if (!fs::exists(dir + "/meta.json")) {
     fs::create_directories(root, ec);
     if (ec) return Status::errorf("cannot create {}: {}", root, ec.message());
+    // Another gamma may be building the same entry: wait for it, then use what it published.
+    GAMMA_ASSIGN_OR_RETURN(FileLock l, FileLock::acquire(dir + ".lock"));
+    lock.emplace(std::move(l));
+  }
+  if (!fs::exists(dir + "/meta.json")) {
     const std::string part = dir + ".partial";
     fs::create_directories(part, ec);
     if (ec) return Status::errorf("cannot create {}: {}", part, ec.message());

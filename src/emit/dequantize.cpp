@@ -22,6 +22,7 @@ Status dequantize_model(const std::string& in, const std::string& out, const std
   return w->write(out, [&](size_t i, std::vector<uint8_t>& buf) -> Status {
     const TensorInfo& x = ts[i];
     const ggml_type want = type_of(x);
+    GAMMA_RETURN_IF_ERROR(model->check_fits_memory(x));
     if (x.type == want) {
       buf.resize(x.nbytes);
       return model->read_raw(x, buf.data());

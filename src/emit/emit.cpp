@@ -115,6 +115,7 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
       buf.resize(ct->nbytes);
       return f.read_raw(*ct, buf.data());
     }
+    GAMMA_RETURN_IF_ERROR(model->check_fits_memory(t));
     if (t.type == want) {
       buf.resize(t.nbytes);
       return model->read_raw(t, buf.data());

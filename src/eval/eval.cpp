@@ -54,7 +54,7 @@ Status check_same_vocab(const llama::LlamaModel& student, const llama::LlamaMode
 
 // Reads and tokenizes the text as llama-perplexity's -f does (one trailing newline dropped).
 Result<std::vector<llama_token>> tokenize_text(const llama::LlamaModel& model, const std::string& path) {
-  GAMMA_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  GAMMA_ASSIGN_OR_RETURN(std::string text, read_text_file(path, "text file"));
   if (!text.empty() && text.back() == '\n') text.pop_back();
   if (text.empty()) return Status::errorf("text file {} is empty", path);
   return model.tokenize(text, true);
@@ -223,8 +223,8 @@ Status eval_text_part(const EvalRequest& req, const llama::LlamaModel& model_ref
       if (!res) return res.status();
       return writer->close();
     });
+    if (!st.is_ok()) return st;  // also when the base file could not even be created
     if (!res) return res.status();
-    GAMMA_RETURN_IF_ERROR(st);
   } else {
     res = eval_text(*model, tokens, n_chunks, opt, kl ? &base : nullptr, pp);
     if (!res) return res.status();

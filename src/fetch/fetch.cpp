@@ -79,7 +79,10 @@ Result<std::string> fetch_model(const std::string& name, bool quiet) {
   const std::string models_dir = fs::path(dest).parent_path().string();
   fs::create_directories(models_dir, ec);
   if (ec) return Status::errorf("cannot create {}: {}", models_dir, ec.message());
-  // Leftovers of an interrupted fetch.
+  // One fetch at a time per cache: a second gamma waits, then finds the model in place.
+  GAMMA_ASSIGN_OR_RETURN(FileLock lock, FileLock::acquire(models_dir + "/.fetch.lock"));
+  if (fs::exists(dest) && fs::exists(marker) && fs::file_size(dest, ec) == m.size) return dest;
+  // Leftovers of an interrupted fetch (no other fetch runs: we hold the lock).
   for (const auto& e : fs::directory_iterator(models_dir))
     if (e.path().filename().string().rfind(".fetch-", 0) == 0) fs::remove_all(e.path(), ec);
 

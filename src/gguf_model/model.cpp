@@ -202,7 +202,19 @@ Result<std::unique_ptr<Model>> Model::open(const std::string& path) {
 
 Status Model::read_raw(const TensorInfo& t, void* dst) const { return pread_all(fd_, t, dst, path_); }
 
+Status Model::check_fits_memory(const TensorInfo& t) const {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return Status::ok();  // unknown: let the allocator decide
+  const long double need = (long double)t.nbytes + 4.0L * (long double)t.n_elements();
+  const long double have = (long double)pages * (long double)page;
+  if (need > have)
+    return Status::errorf("{}: tensor {} needs {:.1f} GiB of memory to read (stored + F32) but this machine has {:.1f} GiB",
+                          path_, t.name, double(need / 1073741824.0L), double(have / 1073741824.0L));
+  return Status::ok();
+}
+
 Result<std::vector<float>> Model::read_f32(const TensorInfo& t) const {
+  GAMMA_RETURN_IF_ERROR(check_fits_memory(t));
   std::vector<uint8_t> raw(t.nbytes);
   GAMMA_RETURN_IF_ERROR(read_raw(t, raw.data()));
   std::vector<float> out(size_t(t.n_elements()));

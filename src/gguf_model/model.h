@@ -59,6 +59,10 @@ class Model {
   // Raw tensor bytes as stored, and the tensor dequantized to F32 via ggml's type traits.
   Status read_raw(const TensorInfo& t, void* dst) const;
   Result<std::vector<float>> read_f32(const TensorInfo& t) const;
+  // Refuses, in one line, a tensor whose stored and F32 forms together exceed this machine's
+  // memory (a hostile or truncated-then-extended GGUF claiming a huge shape) before anything
+  // that size is allocated. read_f32 checks it itself; raw readers call it first.
+  Status check_fits_memory(const TensorInfo& t) const;
 
   // Identity cheaper than a full-file hash: sha256 over the header and tensor directory
   // (names, types, shapes, offsets) and the file size. Used to match pools/plans to models.

@@ -47,12 +47,35 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
   for (int b = 0; b < B; ++b) seqs.push_back(b);
   std::vector<float> x(size_t(B) * size_t(T) * size_t(hp.n_embd)), y(x.size()), cand;
   const auto f32 = at::TensorOptions().dtype(at::kFloat);
-  at::manual_seed(opt.seed);
 
+  // Resumable per layer: OUT.ckpt holds the finished layers' modules under a key of what
+  // determines them; each layer draws its probes from its own seed, so a resumed run writes
+  // the same scores as an uninterrupted one (at the same thread count).
+  const std::string ckpt_path = opt.out_path + ".ckpt";
+  json key = {{"schema", "gamma.hawq.checkpoint"}, {"version", 1}, {"pool_manifest_sha256", pool_sha},
+              {"teacher_fingerprint", teacher.fingerprint()}, {"samples", opt.samples}, {"seqs", opt.seqs},
+              {"seed", opt.seed}, {"activations", cache->key()}};
   json modules = json::object();
+  int first = 0;
+  double seconds_before = 0;
+  if (auto text = read_file(ckpt_path); text.is_ok()) {
+    json ck = json::parse(*text, nullptr, false);
+    bool same = ck.is_object() && ck.contains("modules") && ck["modules"].is_object() && ck.contains("layers_done") &&
+                ck["layers_done"].is_number_integer() && ck.contains("seconds") && ck["seconds"].is_number();
+    for (const auto& [k, v] : key.items()) same = same && ck.contains(k) && ck[k] == v;
+    if (same && ck["layers_done"].get<int>() >= 0 && ck["layers_done"].get<int>() <= L) {
+      modules = ck["modules"];
+      first = ck["layers_done"].get<int>();
+      seconds_before = ck["seconds"].get<double>();
+      if (!opt.quiet) std::fprintf(stderr, "hawq: resuming at layer %d of %d from %s\n", first, L, ckpt_path.c_str());
+    }
+  }
+  auto elapsed = [&] { return seconds_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+
   std::unique_ptr<Progress> bar;
   if (!opt.quiet) bar = std::make_unique<Progress>("hawq", L);
-  for (int l = 0; l < L; ++l) {
+  for (int l = first; l < L; ++l) {
+    at::manual_seed(opt.seed * 1000003ULL + uint64_t(l));
     GAMMA_RETURN_IF_ERROR(cache->read(l, seqs, x.data()));
     GAMMA_RETURN_IF_ERROR(cache->read(l + 1, seqs, y.data()));
     GAMMA_ASSIGN_OR_RETURN(auto lp, model->layer_params(l));
@@ -106,6 +129,12 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
       modules[e.name] = {{"score", score}, {"hessian_trace", trace[i]}, {"trace_per_weight", tr_per_weight},
                          {"perturbation", pert}};
     }
+    json ck = key;
+    ck["layers_done"] = l + 1;
+    ck["seconds"] = elapsed();
+    ck["modules"] = modules;
+    GAMMA_RETURN_IF_ERROR(write_file_atomic_nosync(ckpt_path, ck.dump() + "\n"));
+    if (opt.on_layer_done) opt.on_layer_done(l);
     if (bar) bar->update(l + 1);
   }
   if (bar) bar->finish();
@@ -124,9 +153,9 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
                             {"calib_tokens", opt.calib.calib_tokens}, {"seq_len", opt.calib.seq_len},
                             {"calib_files", opt.calib.text_files}, {"activations", {{"key", cache->key()}}},
                             {"score", "-Tr(H)/n * ||W_b - W||^2 (HAWQ-V2), H of the teacher-forced layer MSE"}};
-  out["stats"] = {{"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()},
-                  {"threads", opt.n_threads}};
+  out["stats"] = {{"seconds", elapsed()}, {"threads", opt.n_threads}, {"resumed_at_layer", first}};
   GAMMA_RETURN_IF_ERROR(write_json(opt.out_path, out));
+  std::remove(ckpt_path.c_str());
   return out;
 }
 

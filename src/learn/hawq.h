@@ -3,8 +3,11 @@
 // Hessian of the teacher-forced layer-output MSE with respect to its weight W (at the FP
 // weights), Tr(H) ~ mean_s v_s^T H v_s with Rademacher v_s and H v by double backprop; then
 // the sensitivity of candidate b is Omega_b = Tr(H) / n * ||W_b - W||^2, and SCORES.json gets
-// score = -Omega (Stage II maximises it under the budget).
+// score = -Omega (Stage II maximises it under the budget). Resumable per layer (OUT.ckpt);
+// each layer's probes come from its own seed (seed, layer), so a resumed run ends with the
+// scores of an uninterrupted one at the same thread count.
 #pragma once
+#include <functional>
 #include <string>
 
 #include "decoder/activations.h"
@@ -21,6 +24,8 @@ struct HawqOptions {
   int n_threads = 0;
   CalibOptions calib;
   bool quiet = false;
+  // Called after each layer's checkpoint (fault injection: the CLI's GAMMA_TEST_KILL_AT_LAYER).
+  std::function<void(int layer)> on_layer_done;
 };
 
 Result<json> hawq_scores(const HawqOptions& opt);

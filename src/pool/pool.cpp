@@ -325,6 +325,7 @@ Status PoolBuilder::add_import(const std::string& spec) {
     GAMMA_RETURN_IF_ERROR(w.write(gpath, [&](size_t i, std::vector<uint8_t>& buf) -> Status {
       const auto* it = pairs[i].first;
       const auto* st = pairs[i].second;
+      GAMMA_RETURN_IF_ERROR(imp.model->check_fits_memory(*it));
       buf.resize(it->nbytes);
       GAMMA_RETURN_IF_ERROR(imp.model->read_raw(*it, buf.data()));
       GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, model_->read_f32(*st));

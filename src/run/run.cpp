@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -60,6 +61,7 @@ struct Env {
   int valid_chunks = 0;
   run::ModelSize ms;
   bool quiet = false;  // pass -q to the steps (not a terminal, or --quiet)
+  std::optional<FileLock> lock;  // on the work directory, for the whole run
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   json stages = json::array();
 
@@ -638,13 +640,20 @@ Status set_up(Env& e) {
   e.report_text = o.eval_text.empty() ? e.data + "/text/wiki.test.raw" : o.eval_text;
   e.valid_text = o.valid_text.empty() ? e.data + "/text/wiki.valid.tokens" : o.valid_text;
   e.calib = o.calib.empty() ? e.data + "/text/war-and-peace.txt" : o.calib;
-  for (const auto& f : {e.report_text, e.valid_text, e.calib})
+  for (const auto& f : {e.report_text, e.valid_text, e.calib}) {
     if (::access(f.c_str(), R_OK) != 0) return Status::errorf("cannot read {}: {}", f, std::strerror(errno));
+    GAMMA_RETURN_IF_ERROR(check_text_file(f, "text"));
+  }
   if (o.dry_run) return Status::ok();
   std::error_code ec;
   fs::create_directories(e.W, ec);
   if (ec) return Status::errorf("cannot create work directory {}: {}", e.W, ec.message());
   if (::access(e.W.c_str(), W_OK) != 0) return Status::errorf("cannot write to work directory {}", e.W);
+  // Two runs in one work directory would write the same files (llama-quantize's partial
+  // outputs have fixed names): the second is refused while the first holds the lock.
+  GAMMA_ASSIGN_OR_RETURN(auto lock, FileLock::try_acquire(e.W + "/.gamma-run.lock"));
+  if (!lock) return Status::errorf("work directory {} is in use by another gamma run", e.W);
+  e.lock.emplace(std::move(*lock));
   return Status::ok();
 }
 
@@ -810,7 +819,7 @@ Status run_pipeline(const RunOptions& o) {
   if (!size_error.is_ok())
     return Status::errorf("{}; the feasible range is {} to {}", size_error.message(), format_size(range.min),
                           format_size(range.max));
-  if (size_target && size_target < range.min)
+  if (!o.size.empty() && size_target < range.min)
     return Status::errorf("--size {} is below the smallest file this pool can make: the feasible range is {} to {}",
                           o.size, format_size(range.min), format_size(range.max));
   if (o.dry_run) return dry_run(e, preview, range);

@@ -1,6 +1,8 @@
 #include "util/files.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,10 +38,38 @@ Status check_writable_dir(const std::string& path) {
   return Status::ok();
 }
 
+// Temp files of `path` left by writers that were killed (SIGKILL, power loss): their pid is
+// gone. Removed before the next write of `path`, so interrupted runs leave no litter behind.
+static void remove_stale_temps(const std::string& path) {
+  const fs::path p(path);
+  const std::string prefix = p.filename().string() + ".tmp-";
+  std::error_code ec;
+  fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    if (n.compare(0, prefix.size(), prefix) != 0) continue;
+    const long pid = std::strtol(n.c_str() + prefix.size(), nullptr, 10);
+    if (pid == long(::getpid())) continue;
+    if (pid <= 0 || (::kill(pid_t(pid), 0) != 0 && errno == ESRCH)) fs::remove(it->path(), ec);
+  }
+}
+
 Status write_atomic(const std::string& path, const std::function<Status(const std::string&)>& write) {
   GAMMA_RETURN_IF_ERROR(check_writable_dir(path));
+  remove_stale_temps(path);
   const std::string tmp = temp_name_for(path);
-  Status st = write(tmp);
+  Status st;
+  try {
+    st = write(tmp);
+  } catch (...) {  // e.g. std::bad_alloc: the caller reports it, the temp goes now
+    std::remove(tmp.c_str());
+    throw;
+  }
+  if (!st.is_ok()) {  // name the file the user asked for, not its temp
+    std::string m = st.message();
+    for (size_t at; (at = m.find(tmp)) != std::string::npos;) m.replace(at, tmp.size(), path);
+    st = Status::error(m, st.code());
+  }
   if (st.is_ok()) {
     // fsync so a crash after rename cannot leave an empty file under the final name.
     int fd = ::open(tmp.c_str(), O_RDONLY);
@@ -66,6 +96,7 @@ Status write_file_atomic(const std::string& path, const std::string& contents) {
 }
 
 Status write_file_atomic_nosync(const std::string& path, const std::string& contents) {
+  remove_stale_temps(path);
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) return Status::errorf(Status::Code::kIo, "cannot write {}: {}", tmp, std::strerror(errno));
@@ -86,6 +117,54 @@ Result<std::string> read_file(const std::string& path) {
   ss << in.rdbuf();
   if (in.bad()) return Status::errorf(Status::Code::kIo, "cannot read {}", path);
   return ss.str();
+}
+
+Status check_text_file(const std::string& path, const char* what) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return Status::errorf(Status::Code::kIo, "{} {} is a directory", what, path);
+  GAMMA_ASSIGN_OR_RETURN(uint64_t n, file_size(path));
+  if (n == 0) return Status::errorf(Status::Code::kInvalidArgument, "{} {} is empty", what, path);
+  if (n > kMaxTextBytes)
+    return Status::errorf(Status::Code::kInvalidArgument,
+                          "{} {} is {:.1f} GiB; gamma reads texts up to 1 GiB (take a prefix: head -c 100M)", what, path,
+                          double(n) / double(uint64_t(1) << 30));
+  return Status::ok();
+}
+
+Result<std::string> read_text_file(const std::string& path, const char* what) {
+  GAMMA_RETURN_IF_ERROR(check_text_file(path, what));
+  return read_file(path);
+}
+
+Result<FileLock> FileLock::acquire(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::errorf(Status::Code::kIo, "cannot lock {}: {}", path, std::strerror(errno));
+  int rc;
+  do rc = ::flock(fd, LOCK_EX); while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::errorf(Status::Code::kIo, "cannot lock {}: {}", path, std::strerror(err));
+  }
+  return FileLock(fd);
+}
+
+Result<std::optional<FileLock>> FileLock::try_acquire(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::errorf(Status::Code::kIo, "cannot lock {}: {}", path, std::strerror(errno));
+  int rc;
+  do rc = ::flock(fd, LOCK_EX | LOCK_NB); while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) return std::optional<FileLock>();
+    return Status::errorf(Status::Code::kIo, "cannot lock {}: {}", path, std::strerror(err));
+  }
+  return std::optional<FileLock>(FileLock(fd));
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the flock
 }
 
 static std::string to_hex(const unsigned char* d, unsigned n) {

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "util/status.h"
@@ -23,6 +24,32 @@ Status write_file_atomic(const std::string& path, const std::string& contents);
 Status write_file_atomic_nosync(const std::string& path, const std::string& contents);
 
 Result<std::string> read_file(const std::string& path);
+
+// A text gamma tokenizes (calibration, evaluation): read whole, refused in one line when it is
+// empty or larger than kMaxTextBytes (a 10 GB text would otherwise be read into memory and
+// tokenized for the few hundred thousand tokens any stage uses). `what` names it in errors.
+constexpr uint64_t kMaxTextBytes = uint64_t(1) << 30;
+Result<std::string> read_text_file(const std::string& path, const char* what);
+Status check_text_file(const std::string& path, const char* what);  // the same checks, nothing read
+
+// An exclusive advisory lock (flock) on `path`, created if missing, held until destruction;
+// the kernel drops it when the process dies, so a killed holder never blocks the next run.
+// Guards the builders of shared cache entries (activation cache, model fetch) against a
+// second gamma process building the same entry at the same time.
+class FileLock {
+ public:
+  static Result<FileLock> acquire(const std::string& path);
+  // Without waiting: an empty optional when another process holds it.
+  static Result<std::optional<FileLock>> try_acquire(const std::string& path);
+  FileLock(FileLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  FileLock& operator=(FileLock&&) = delete;
+  FileLock(const FileLock&) = delete;
+  ~FileLock();
+
+ private:
+  explicit FileLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
 
 // Hex SHA-256 of a whole file (OpenSSL), streamed.
 Result<std::string> sha256_file(const std::string& path);

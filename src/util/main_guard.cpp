@@ -1,5 +1,6 @@
 #include "util/main_guard.h"
 
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -18,6 +19,9 @@ const char* first_line(const char* what, char* buf, unsigned size) {
 
 int guarded_main(const std::function<int()>& body) {
   char buf[1024];
+  // Past a file-size limit (ulimit -f) a write fails with EFBIG and gamma says which file,
+  // instead of the kernel killing it with SIGXFSZ mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     return body();
   } catch (const std::exception& e) {
