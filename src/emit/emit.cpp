@@ -94,7 +94,12 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
   for (const auto& [t, b] : bytes_by_type)
     if (b > best) { best = b; major = parse_type(t).value(); }
   gguf_set_val_u32(writer->gguf(), "general.file_type", ftype_of(major));
-  const std::string plan_sha = sha256_hex(plan.to_json().dump().data(), plan.to_json().dump().size());
+  // The plan's identity, less its solve time: the same plan gives a byte-identical file
+  // (a resumed `gamma run` re-solves it and must emit what an uninterrupted run emits).
+  json pj = plan.to_json();
+  if (pj.contains("info") && pj["info"].is_object()) pj["info"].erase("seconds");
+  const std::string pdump = pj.dump();
+  const std::string plan_sha = sha256_hex(pdump.data(), pdump.size());
   gguf_set_val_str(writer->gguf(), "gamma.plan_sha256", plan_sha.c_str());
 
   EmitResult res;
