@@ -457,8 +457,8 @@ TEST_F(SolveCli, BadInputFailsWithOneLineAndWritesNothing) {
   expect_fails(with(tmp_ / "truncated.json"), "malformed JSON", out);
   expect_fails(with(tmp_ / "absent.json"), "absent.json", out);
 
-  expect_fails(with(scores_, "--bpw -1"), "not a positive number", out);
-  expect_fails(with(scores_, "--bpw nan"), "not a positive number", out);
+  expect_fails(with(scores_, "--bpw -1"), "must be a number of bits per weight in (0, 32]", out);
+  expect_fails(with(scores_, "--bpw nan"), "must be a number of bits per weight in (0, 32]", out);
   expect_fails(with(scores_, "--size -5MiB"), "negative", out);
   expect_fails(with(scores_, "--size 12XB"), "not a byte count", out);
   expect_fails(with(scores_, "--bpw 1.5"), "smallest feasible", out);
