@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "ggml.h"
 #include "gguf.h"
 #include "gguf_model/writer.h"
 #include "testing.h"
@@ -150,6 +151,24 @@ TEST_F(Fixture, FuzzerFoundInputsAreRefusedInOneLine) {
                 .find("not a readable imatrix file"),
             std::string::npos);
   EXPECT_FALSE(fs::exists(d / "p3"));
+  // An imatrix header claiming a 2^36-float tensor in a file of a few hundred bytes: llama.cpp's
+  // loader allocates every tensor before reading, and aborted (SIGABRT). Refused from the header.
+  {
+    ggml_init_params ip = {ggml_tensor_overhead() * 2, nullptr, true};
+    ggml_context* ctx = ggml_init(ip);
+    ggml_tensor* t = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, int64_t(1) << 36);
+    ggml_set_name(t, "blk.0.ffn_up.weight.in_sum2");
+    gguf_context* g = gguf_init_empty();
+    gguf_set_val_str(g, "general.type", "imatrix");
+    gguf_add_tensor(g, t);
+    ASSERT_TRUE(gguf_write_to_file(g, (d / "huge-imatrix.gguf").c_str(), /*only_meta=*/true));
+    gguf_free(g);
+    ggml_free(ctx);
+  }
+  EXPECT_NE(fails("pool " + stories260k() + " --types Q8_0 --imatrix " + (d / "huge-imatrix.gguf") + " -o " + (d / "p4"))
+                .find("bytes but the file has"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(d / "p4"));
 }
 
 // Resource limits are errors, not crashes: absurd budgets, an empty or a 10 GB text (sparse,
