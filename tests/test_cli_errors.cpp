@@ -169,6 +169,11 @@ TEST_F(Fixture, FuzzerFoundInputsAreRefusedInOneLine) {
                 .find("bytes but the file has"),
             std::string::npos);
   EXPECT_FALSE(fs::exists(d / "p4"));
+  // A manifest whose byte count is the float 4e52: nlohmann's get<uint64_t>() cast it (UBSan,
+  // fuzz_manifest); integer fields are read by int_at now.
+  EXPECT_NE(fails("solve --pool " + data + "manifest-float-byte-count --score-from-manifest --bpw 8 -o " + (d / "out/p.json"))
+                .find("\"bytes\" is not an integer in range: 4e+52"),
+            std::string::npos);
 }
 
 // Resource limits are errors, not crashes: absurd budgets, an empty or a 10 GB text (sparse,

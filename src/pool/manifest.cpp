@@ -52,28 +52,28 @@ Result<Manifest> Manifest::from_json(const json& j, const std::string& dir) {
     m.model_path = j.at("model").at("path").get<std::string>();
     m.model_fingerprint = j.at("model").at("fingerprint").get<std::string>();
     m.arch = j.at("model").at("arch").get<std::string>();
-    m.n_layer = j.at("model").at("n_layer").get<int>();
+    m.n_layer = int_at<int>(j.at("model"), "n_layer");
     if (!j.at("imatrix").is_null()) {
       m.imatrix_path = j["imatrix"].at("path").get<std::string>();
       m.imatrix_sha256 = j["imatrix"].at("sha256").get<std::string>();
     }
     m.types = j.at("types").get<std::vector<std::string>>();
-    m.alignment = j.at("alignment").get<uint64_t>();
-    m.header_bytes = j.at("header_bytes").get<uint64_t>();
+    m.alignment = int_at<uint64_t>(j, "alignment");
+    m.header_bytes = int_at<uint64_t>(j, "header_bytes");
     for (const auto& jm : j.at("modules")) {
       ModuleEntry e;
       e.name = jm.at("name").get<std::string>();
-      e.layer = jm.at("layer").get<int>();
+      e.layer = int_at<int>(jm, "layer");
       e.kind = jm.at("kind").get<std::string>();
-      e.shape = jm.at("shape").get<std::vector<int64_t>>();
-      e.n_params = jm.at("n_params").get<int64_t>();
+      e.shape = ints_at<int64_t>(jm, "shape");
+      e.n_params = int_at<int64_t>(jm, "n_params");
       e.source_type = jm.at("source_type").get<std::string>();
       for (const auto& jc : jm.at("candidates")) {
         Candidate c;
         c.id = jc.at("id").get<std::string>();
         c.type = jc.at("type").get<std::string>();
-        c.bytes = jc.at("bytes").get<uint64_t>();
-        c.file_bytes = jc.at("file_bytes").get<uint64_t>();
+        c.bytes = int_at<uint64_t>(jc, "bytes");
+        c.file_bytes = int_at<uint64_t>(jc, "file_bytes");
         c.bpw = jc.at("bpw").get<double>();
         c.rel_err = jc.at("rel_err").get<double>();
         c.file = jc.at("file").get<std::string>();
@@ -85,11 +85,11 @@ Result<Manifest> Manifest::from_json(const json& j, const std::string& dir) {
     for (const auto& jf : j.at("fixed")) {
       FixedTensor f;
       f.name = jf.at("name").get<std::string>();
-      f.shape = jf.at("shape").get<std::vector<int64_t>>();
+      f.shape = ints_at<int64_t>(jf, "shape");
       f.source_type = jf.at("source_type").get<std::string>();
       m.fixed.push_back(std::move(f));
     }
-  } catch (const json::exception& e) {
+  } catch (const std::exception& e) {  // json::exception, or int_at's std::invalid_argument
     return Status::errorf("malformed pool manifest: {}", e.what());
   }
   if (m.modules.empty()) return Status::error("pool manifest lists no modules");

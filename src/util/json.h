@@ -1,5 +1,7 @@
 // Versioned JSON files between stages: every file carries {"schema": NAME, "version": N}.
 #pragma once
+#include <limits>
+#include <stdexcept>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -18,6 +20,30 @@ using json = nlohmann::ordered_json;
 Result<json> read_json(const std::string& path, const std::string& schema, int max_version);
 // Pretty-prints and writes atomically.
 Status write_json(const std::string& path, const json& j);
+
+// j.at(key) as an integer type T, thrown as std::invalid_argument unless the JSON value is an
+// integer that T holds. nlohmann's get<T>() casts a float such as 4e52 or -1.5 straight to T
+// (undefined behaviour; found by fuzz/fuzz_manifest): readers of integer fields use this.
+template <typename T>
+T int_at(const json& j, const char* key) {
+  const json& v = j.at(key);
+  const bool ok = v.is_number_unsigned()  ? v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max())
+                  : v.is_number_integer() ? (std::numeric_limits<T>::is_signed && v.get<int64_t>() >= int64_t(std::numeric_limits<T>::min()) &&
+                                             v.get<int64_t>() <= int64_t(std::numeric_limits<T>::max())) ||
+                                                (!std::numeric_limits<T>::is_signed && v.get<int64_t>() >= 0)
+                                          : false;
+  if (!ok) throw std::invalid_argument(std::string("\"") + key + "\" is not an integer in range: " + v.dump());
+  return v.get<T>();
+}
+// The same for an array of integers.
+template <typename T>
+std::vector<T> ints_at(const json& j, const char* key) {
+  const json& a = j.at(key);
+  if (!a.is_array()) throw std::invalid_argument(std::string("\"") + key + "\" is not an array");
+  std::vector<T> out;
+  for (size_t i = 0; i < a.size(); ++i) out.push_back(int_at<T>(json{{key, a[i]}}, key));
+  return out;
+}
 json json_header(const std::string& schema, int version);
 
 // Reads the fields of a typed format (EvalResult, RunList, ...) one by one: a missing or null
