@@ -25,23 +25,23 @@ Status write_json(const std::string& path, const json& j);
 // integer that T holds. nlohmann's get<T>() casts a float such as 4e52 or -1.5 straight to T
 // (undefined behaviour; found by fuzz/fuzz_manifest): readers of integer fields use this.
 template <typename T>
-T int_at(const json& j, const char* key) {
-  const json& v = j.at(key);
+T int_value(const json& v, const char* what) {
   const bool ok = v.is_number_unsigned()  ? v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max())
-                  : v.is_number_integer() ? (std::numeric_limits<T>::is_signed && v.get<int64_t>() >= int64_t(std::numeric_limits<T>::min()) &&
-                                             v.get<int64_t>() <= int64_t(std::numeric_limits<T>::max())) ||
-                                                (!std::numeric_limits<T>::is_signed && v.get<int64_t>() >= 0)
+                  : v.is_number_integer() ? v.get<int64_t>() >= int64_t(std::numeric_limits<T>::min()) &&
+                                                (v.get<int64_t>() < 0 || uint64_t(v.get<int64_t>()) <= uint64_t(std::numeric_limits<T>::max()))
                                           : false;
-  if (!ok) throw std::invalid_argument(std::string("\"") + key + "\" is not an integer in range: " + v.dump());
+  if (!ok) throw std::invalid_argument(std::string("\"") + what + "\" is not an integer in range: " + v.dump());
   return v.get<T>();
 }
+template <typename T>
+T int_at(const json& j, const char* key) { return int_value<T>(j.at(key), key); }
 // The same for an array of integers.
 template <typename T>
 std::vector<T> ints_at(const json& j, const char* key) {
   const json& a = j.at(key);
   if (!a.is_array()) throw std::invalid_argument(std::string("\"") + key + "\" is not an array");
   std::vector<T> out;
-  for (size_t i = 0; i < a.size(); ++i) out.push_back(int_at<T>(json{{key, a[i]}}, key));
+  for (const auto& v : a) out.push_back(int_value<T>(v, key));
   return out;
 }
 json json_header(const std::string& schema, int version);
