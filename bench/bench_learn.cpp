@@ -1,9 +1,14 @@
 // bench_learn: one Stage I step against the libllama F32 forward of the same tokens on the
 // same threads (goal: step <= 4x forward; forward + backward alone is ~3x), steps per second
-// with layer sampling, and (--verify) the LibTorch layer's match to libllama. Prints JSON.
+// with layer sampling, the speed levers of Stage I as token-layers per second (each variant
+// against the first, measured in the same run; goal >= 3x), and (--verify) the LibTorch
+// layer's match to libllama. Prints JSON.
 //
 //   bench_learn [--teacher F32.gguf] [--pool DIR] [--seq-len 256] [--seqs 2] [--threads 2]
-//               [--steps 6] [--sample 0,4] [--verify] [--verify-only]
+//               [--steps 6] [--sample 0,4] [--variants soft,st,st:visit=16:sublayer]
+//               [--calib-tokens N] [--verify] [--verify-only]
+// A variant is an estimator (soft | st) with options: visit=S (--visit-steps S), sublayer
+// (--forcing sublayer), vseqs=V (--visit-seqs V), seqs=B (--seqs B instead of the common one). Its seconds per step are the mean over whole visits after step 0.
 // Without --pool, a pool of the teacher is built in a temp dir (Q4_0,Q5_0,Q8_0,F16 are
 // what stories260K admits). Step times are medians of steps 1.. from the run's own curve
 // (step 0 builds nothing but always runs every layer).
@@ -63,7 +68,8 @@ int main(int argc, char** argv) {
   std::string teacher = std::string(GAMMA_SHARED_DATA) + "/models/stories260K.gguf", pool;
   int seq_len = 256, batch = 2, steps = 6;
   int threads = gm::resolve_threads();
-  std::string sample = "0";
+  std::string sample = "0", variants = "soft";
+  int64_t calib_tokens = 0;
   bool verify = false, verify_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -78,6 +84,8 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::atoi(next().c_str());
     else if (a == "--steps") steps = std::atoi(next().c_str());
     else if (a == "--sample") sample = next();
+    else if (a == "--variants") variants = next();
+    else if (a == "--calib-tokens") calib_tokens = std::atoll(next().c_str());
     else if (a == "--verify") verify = true;
     else if (a == "--verify-only") verify = verify_only = true;
     else return fail("unknown argument " + a);
@@ -140,7 +148,7 @@ int main(int argc, char** argv) {
   // libllama F32 forward of batch sequences of seq_len tokens (what one step processes).
   LearnOptions lo_opt;
   lo_opt.calib.seq_len = seq_len;
-  lo_opt.calib.calib_tokens = int64_t(std::max(batch * 2, 4)) * seq_len;
+  lo_opt.calib.calib_tokens = calib_tokens > 0 ? calib_tokens : int64_t(std::max(batch * 4, 4)) * seq_len;
   lo_opt.calib.cache_root = (tmp / "act").string();
   lo_opt.calib.n_threads = threads;
   lo_opt.calib.quiet = true;
@@ -164,19 +172,44 @@ int main(int argc, char** argv) {
     out["llama_forward_seconds"] = median(t);
   }
 
+  // Variant names -> options; "soft" alone is the reference of the token-layer ratios.
+  std::vector<std::string> names;
+  for (size_t i = 0; i <= variants.size();) {
+    size_t j = variants.find(',', i);
+    if (j == std::string::npos) j = variants.size();
+    names.push_back(variants.substr(i, j - i));
+    i = j + 1;
+  }
   json sampled = json::array();
+  double ref_rate = 0;
+  for (const std::string& name : names)
   for (int k : parse_list(sample)) {
     LearnOptions o = lo_opt;
     o.pool_dir = pool;
     o.teacher_path = teacher;
     o.out_path = (tmp / ("scores-" + std::to_string(k) + ".json")).string();
     o.target_bpw = target;
-    o.steps = steps + 1;
     o.seqs = batch;
     o.layers_per_step = k;
     o.n_threads = threads;
     o.checkpoint_every = 1 << 30;
     o.quiet = true;
+    for (size_t i = 0; i < name.size();) {
+      size_t j = name.find(':', i);
+      if (j == std::string::npos) j = name.size();
+      const std::string part = name.substr(i, j - i);
+      i = j + 1;
+      if (part == "soft") o.estimator = Estimator::kSoft;
+      else if (part == "st") o.estimator = Estimator::kSt;
+      else if (part == "sublayer") o.forcing = Forcing::kSublayer;
+      else if (part.rfind("visit=", 0) == 0) o.visit_steps = std::atoi(part.c_str() + 6);
+      else if (part.rfind("vseqs=", 0) == 0) o.visit_seqs = std::atoi(part.c_str() + 6);
+      else if (part.rfind("seqs=", 0) == 0) o.seqs = std::atoi(part.c_str() + 5);
+      else return fail("unknown variant part " + part);
+    }
+    // Whole visits after step 0 (which runs every layer): steps 1..n are timed.
+    const int n = (steps + o.visit_steps - 1) / o.visit_steps * o.visit_steps;
+    o.steps = n + 1;
     auto r = learn(o);
     if (!r.is_ok()) return fail(r.status().message());
     const json& curve = r->scores["curve"];
@@ -184,16 +217,25 @@ int main(int argc, char** argv) {
     for (size_t i = 2; i < curve.size(); ++i)
       dt.push_back(curve[i]["seconds"].get<double>() - curve[i - 1]["seconds"].get<double>());
     const double s = median(dt);
-    json row = {{"layers_per_step", k}, {"seconds_per_step", s}, {"steps_per_second", s > 0 ? 1.0 / s : 0.0},
-                {"time_split", r->scores["stats"]["time_split"]}};
-    if (k == 0) {
+    const double mean = (curve.back()["seconds"].get<double>() - curve[0]["seconds"].get<double>()) / double(n);
+    const int layers = k == 0 ? (*cache)->n_layer() : k;
+    const double rate = double(o.seqs) * seq_len * layers / mean;  // token-layers per second
+    if (ref_rate == 0) ref_rate = rate;
+    json row = {{"variant", name}, {"seqs", o.seqs}, {"layers_per_step", k}, {"steps_timed", n}, {"seconds_per_step", s},
+                {"steps_per_second", s > 0 ? 1.0 / s : 0.0}, {"mean_seconds_per_step", mean},
+                {"token_layers_per_second", rate}, {"speedup_vs_first", rate / ref_rate},
+                {"time_split", r->scores["stats"]["time_split"]}, {"peak_rss_bytes", peak_rss_bytes()},
+                {"mse_eval_init", r->scores["final"]["mse_eval_init"]}, {"mse_eval", r->scores["final"]["mse_eval"]}};
+    if (k == 0 && name == names.front()) {
       out["step_seconds"] = s;
       out["ratio"] = s / out["llama_forward_seconds"].get<double>();
       out["goal_ratio"] = 4.0;
       out["meets_goal"] = out["ratio"].get<double>() <= 4.0;
     }
+    std::fprintf(stderr, "bench_learn: %s k=%d: %.0f token-layers/s (%.2fx)\n", name.c_str(), k, rate, rate / ref_rate);
     sampled.push_back(row);
   }
+  out["levers_goal_speedup"] = 3.0;
   out["runs"] = sampled;
   if (verify) {
     std::vector<int32_t> seq((*cache)->tokens().begin(), (*cache)->tokens().begin() + seq_len);

@@ -33,8 +33,8 @@ esac
 W=${WORK:-/tmp/gamma-$tag}; R=$root/results/iq_$tag
 mkdir -p $W/mixes $W/models $W/scores $R/plans $R/evals
 T=${THREADS:-2}; CH=${CHUNKS:-16}
-PHASES=${PHASES:-"teacher imatrix pool table mixes hawq sizes"}
-ALLOCS=${ALLOCS:-"static hawq"}
+PHASES=${PHASES:-"teacher imatrix pool table mixes hawq learn sizes"}
+ALLOCS=${ALLOCS:-"static hawq gamma"}
 ALL_TYPES=IQ2_XXS,IQ2_XS,IQ2_S,Q2_K,IQ3_XXS,IQ3_S,Q3_K,IQ4_XS,IQ4_NL,Q4_0,Q4_K,Q4_1,Q5_0,Q5_K,Q5_1,Q6_K,Q8_0
 MIXES=${MIXES:-$DEF_MIXES}
 TEACHER=$W/teacher-f32.gguf; IMX=$W/imatrix-mix.gguf; POOL_ALL=$W/pool-all
@@ -106,6 +106,28 @@ if has hawq && [ ! -f $R/hawq.json ]; then
     -t $T -q -o $W/scores/hawq.json
   cp $W/scores/hawq.json $R/hawq.json
 fi
+# 2b. GAMMA scores (issue 19's Stage I: hard samples, sub-layer forcing, layer visits) over
+# the default pool (`--types auto`: its files are pool-all's, linked, so nothing is quantized
+# twice), learned once at GAMMA_BPW and re-solved at every size: 1 + 28 x 4 x 64 steps, each layer
+# visited 4 times for 64 steps (4 x 256 tokens per step; bench/bench_learn, 3.0x the default
+# recipe's token-layers per second). Calibration: prose and code
+# (war-and-peace.txt, wiki.valid.tokens, the first 480,000 bytes of python-calib.txt).
+POOL_AUTO=$W/pool-auto
+LEARN_STEPS=${LEARN_STEPS:-7169}; GAMMA_BPW=${GAMMA_BPW:-3.25}
+if has learn && [ ! -f $R/gamma.json ]; then
+  if [ ! -f $POOL_AUTO/manifest.json ]; then
+    mkdir -p $POOL_AUTO
+    for f in $POOL_ALL/cand-*; do ln -sf "$f" $POOL_AUTO/; done
+    $G pool "$src" --types auto --imatrix $IMX -t $T -q -o $POOL_AUTO
+  fi
+  head -c 480000 $txt/python-calib.txt > $W/calib-py-head.txt
+  log "gamma learn ($LEARN_STEPS steps at $GAMMA_BPW bpw)"
+  $G learn $POOL_AUTO --teacher $TEACHER --calib $txt/war-and-peace.txt $txt/wiki.valid.tokens $W/calib-py-head.txt \
+    --calib-tokens 65536 --seq-len 256 --seqs 4 --bpw $GAMMA_BPW --steps $LEARN_STEPS --layers-per-step 1 \
+    --estimator st --forcing sublayer --visit-steps 64 --lr 0.01 --tau 1 --tau-end 0.05 --checkpoint-every 64 \
+    -t $T -q -o $W/scores/gamma.json
+  cp $W/scores/gamma.json $R/gamma.json
+fi
 # 3. Every allocator at each mix's file size: one plan per tied-embedding type, the one with
 # the lowest validation KLD (both texts, summed) evaluated on the test texts.
 VCH=${VCHUNKS:-8}
@@ -127,16 +149,17 @@ if has sizes; then
     sz=$(mix_bytes $m)
     for a in $ALLOCS; do
       case $a in
-        static) args="--score-from-manifest" ;;
-        hawq) [ -f $R/hawq.json ] || continue; args="--scores $R/hawq.json" ;;
-        *) args="--scores $R/$a.json --transform size-log" ;;  # GAMMA scores learned on this pool
+        static) args="--score-from-manifest"; pool=$POOL_ALL ;;
+        hawq) [ -f $R/hawq.json ] || continue; args="--scores $R/hawq.json"; pool=$POOL_ALL ;;
+        gamma) [ -f $R/gamma.json ] || continue; args="--scores $R/gamma.json --transform size-log"; pool=$POOL_AUTO ;;
+        *) args="--scores $R/$a.json --transform size-log"; pool=$POOL_ALL ;;  # other scores learned on pool-all
       esac
       best=""; bestk=""
       for v in $FIXED; do
         n=$a-size-$m-${v%%:*}; spec=${v#*:}
-        [ -f $R/plans/$n.json ] || $G solve --pool $POOL_ALL $args --size $sz $(for f in ${spec//,/ }; do echo --fixed $f; done) \
+        [ -f $R/plans/$n.json ] || $G solve --pool $pool $args --size $sz $(for f in ${spec//,/ }; do echo --fixed $f; done) \
           -o $R/plans/$n.json > /dev/null
-        [ -f $R/evals/$n.wv.json ] && [ -f $R/evals/$n.pv.json ] || $G emit $POOL_ALL $R/plans/$n.json -o $W/models/$n.gguf > /dev/null
+        [ -f $R/evals/$n.wv.json ] && [ -f $R/evals/$n.pv.json ] || $G emit $pool $R/plans/$n.json -o $W/models/$n.gguf > /dev/null
         k=$(valid_kld $W/models/$n.gguf $n)
         rm -f $W/models/$n.gguf
         if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $k < $bestk else 1)"; then best=$n; bestk=$k; fi
@@ -144,7 +167,7 @@ if has sizes; then
       log "$a at $m size: $best (validation KLD sum $bestk)"
       echo "$best" > $R/plans/$a-size-$m.choice
       if [ ! -f $R/evals/$best.py.json ]; then
-        $G emit $POOL_ALL $R/plans/$best.json -o $W/models/$best.gguf > /dev/null
+        $G emit $pool $R/plans/$best.json -o $W/models/$best.gguf > /dev/null
         evaluate $W/models/$best.gguf $best
         rm -f $W/models/$best.gguf
       fi

@@ -281,6 +281,82 @@ TEST_F(LayerGrad, MseGradientMatchesFiniteDifferences) {
   EXPECT_GE(checked, 6);
 }
 
+// Sub-layer forcing with cached candidate outputs (--forcing sublayer). With the attention's
+// modules at the teacher's weights (no candidates), the student's mid-layer residual is the
+// teacher's, so the sublayer loss is the layer MSE that run() computes from mixed weights,
+// and the gradients of gate/up (from cached outputs: <dL/dY, Y_b>) and of down (<dL/dW, W_b>)
+// must be run()'s. A visit's row slice is a visit of those rows alone.
+TEST_F(LayerGrad, VisitWithTeacherAttentionEqualsTheLayerMse) {
+  const int il = 1;
+  std::vector<float> x(size_t(2) * 32 * 64), y(x.size());
+  ASSERT_TRUE(cache_->read(il, {0, 1}, x.data()).is_ok());
+  ASSERT_TRUE(cache_->read(il + 1, {0, 1}, y.data()).is_ok());
+  std::array<ModuleMix, 7> base;
+  std::array<std::vector<double>, 7> g_run, g_visit;
+  std::mt19937 rng(7);
+  layer_mix(il, rng, base, g_run);
+  for (int k = 0; k < 4; ++k) base[size_t(k)] = ModuleMix{};
+  auto a = base, b = base;
+  for (int k = 4; k < 7; ++k) b[size_t(k)].grad = &g_visit[size_t(k)];
+  auto m_run = step_->run(il, a, x.data(), y.data(), 2, 1.0);
+  ASSERT_TRUE(m_run.is_ok()) << m_run.status().message();
+  ASSERT_TRUE(step_->begin_visit(il, b, x.data(), y.data(), 2).is_ok());
+  auto m_visit = step_->visit_step(il, b, 0, 2, 1.0);
+  ASSERT_TRUE(m_visit.is_ok()) << m_visit.status().message();
+  EXPECT_NEAR(*m_visit, *m_run, 1e-4 * *m_run);
+  EXPECT_GT(*m_run, 0.0);
+  for (int k = 4; k < 7; ++k)
+    for (size_t j = 0; j < g_run[size_t(k)].size(); ++j)
+      EXPECT_NEAR(g_visit[size_t(k)][j], g_run[size_t(k)][j], 1e-3 * std::fabs(g_run[size_t(k)][j]) + 1e-9)
+          << kinds[k] << " candidate " << j;
+  // Rows [1, 2) of a two-sequence visit are a visit of sequence 1 alone.
+  auto r1 = step_->visit_step(il, b, 1, 1, 1.0, /*backward=*/false);
+  step_->end_visits();
+  EXPECT_FALSE(step_->visit_step(il, b, 1, 1, 1.0, false).is_ok());  // no visit any more
+  const size_t half = x.size() / 2;
+  ASSERT_TRUE(step_->begin_visit(il, b, x.data() + half, y.data() + half, 1).is_ok());
+  auto r2 = step_->visit_step(il, b, 0, 1, 1.0, /*backward=*/false);
+  ASSERT_TRUE(r1.is_ok() && r2.is_ok());
+  EXPECT_NEAR(*r1, *r2, 1e-5 * *r2);
+  EXPECT_FALSE(step_->visit_step(il, b, 0, 2, 1.0, false).is_ok());  // rows outside the visit
+  step_->end_visits();
+}
+
+// Every module mixed: the sublayer loss's gradient (cached kinds and weight kinds alike)
+// matches central differences of the same loss.
+TEST_F(LayerGrad, VisitGradientMatchesFiniteDifferences) {
+  const int il = 1;
+  std::vector<float> x(size_t(2) * 32 * 64), y(x.size());
+  ASSERT_TRUE(cache_->read(il, {0, 1}, x.data()).is_ok());
+  ASSERT_TRUE(cache_->read(il + 1, {0, 1}, y.data()).is_ok());
+  std::array<ModuleMix, 7> base;
+  std::array<std::vector<double>, 7> grads;
+  std::mt19937 rng(11);
+  layer_mix(il, rng, base, grads);
+  ASSERT_TRUE(step_->begin_visit(il, base, x.data(), y.data(), 2).is_ok());
+  auto mods = base;
+  auto mse0 = step_->visit_step(il, mods, 0, 2, 1.0);
+  ASSERT_TRUE(mse0.is_ok()) << mse0.status().message();
+  const double eps = 2e-3;
+  int checked = 0;
+  for (int k : {0, 2, 3, 4, 5, 6}) {
+    const size_t b = 0;
+    auto plus = base, minus = base;
+    std::array<std::vector<double>, 7> scratch;
+    for (int j = 0; j < 7; ++j) plus[size_t(j)].grad = minus[size_t(j)].grad = &scratch[size_t(j)];
+    plus[size_t(k)].p[b] += eps;
+    minus[size_t(k)].p[b] -= eps;
+    auto mp = step_->visit_step(il, plus, 0, 2, 1.0, false), mm = step_->visit_step(il, minus, 0, 2, 1.0, false);
+    ASSERT_TRUE(mp.is_ok() && mm.is_ok());
+    const double fd = (*mp - *mm) / (2 * eps), g = grads[size_t(k)][b];
+    EXPECT_NEAR(g, fd, 5e-3 * std::fabs(fd) + 1e-9) << kinds[k];
+    EXPECT_GT(std::fabs(g), 0.0);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 6);
+  step_->end_visits();
+}
+
 // The CE ablation's chain: forward through every layer, the KL of the final distribution
 // against the teacher's, backward layer by layer (recomputed). Its gradient with respect to
 // mixing weights in the first and the last layer matches central differences of the KL.
@@ -381,6 +457,46 @@ TEST(Learn, KillAndRerunEndsIdentical) {
   auto rc = gm::testing::gamma(learn_args(dir, pool, b) + " --bpw 9.0 --steps 6 --checkpoint-every 4 --layers-per-step 3 --seed 6");
   ASSERT_EQ(rc.exit_code, 0) << rc.output;
   EXPECT_NE(rc.output.find("other settings"), std::string::npos) << rc.output;
+}
+
+// Visits (--visit-steps, --forcing sublayer): the budget is reached, the settings are
+// recorded, and a kill in the middle of a visit resumes bit-identically (a visit's state is
+// a function of the seed and the visit, rebuilt on resume).
+TEST(Learn, SublayerVisitsReachTheBudgetAndResumeIdentically) {
+  TempDir dir;
+  const std::string pool = make_pool(dir);
+  const std::string a = dir / "a.json", b = dir / "b.json";
+  const std::string flags =
+      " --bpw 9.0 --steps 13 --checkpoint-every 2 --layers-per-step 1 --visit-steps 4 --forcing sublayer --estimator st --seed 3";
+  auto ra = gm::testing::gamma(learn_args(dir, pool, a) + flags);
+  ASSERT_EQ(ra.exit_code, 0) << ra.output;
+  json ja = load(a);
+  EXPECT_EQ(ja["hyperparameters"]["forcing"], "sublayer");
+  EXPECT_EQ(ja["hyperparameters"]["visit_steps"], 4);
+  EXPECT_EQ(ja["hyperparameters"]["visit_seqs"], 2);  // --seqs
+  EXPECT_GT(ja["stats"]["time_split"]["visit_setup"].get<double>(), 0.0);
+  // SIGKILL at step 7 (the second step of the visit of steps 5..8): resumes at 6.
+  auto rk = gm::testing::run("GAMMA_TEST_KILL_AT_STEP=7 " + gm::testing::gamma_cli() + " " + learn_args(dir, pool, b) + flags);
+  ASSERT_EQ(rk.exit_code, 128 + 9) << rk.output;
+  auto rb = gm::testing::gamma(learn_args(dir, pool, b) + flags);
+  ASSERT_EQ(rb.exit_code, 0) << rb.output;
+  EXPECT_NE(rb.output.find("resumed at step 6"), std::string::npos) << rb.output;
+  json jb = load(b);
+  EXPECT_EQ(ja["modules"], jb["modules"]);
+  EXPECT_EQ(ja["final"], jb["final"]);
+
+  const std::string c = dir / "c.json";
+  auto rc = gm::testing::gamma(learn_args(dir, pool, c) + " --bpw 9.0 --steps 60 --layers-per-step 2 --visit-steps 6 --forcing sublayer");
+  ASSERT_EQ(rc.exit_code, 0) << rc.output;
+  EXPECT_NEAR(load(c)["final"]["bpw_expected"].get<double>(), 9.0, 0.05);
+
+  for (const std::string& bad : {std::string(" --visit-steps 0"), std::string(" --visit-seqs 3"), std::string(" --forcing half"),
+                                 std::string(" --objective ce --forcing sublayer")}) {
+    auto r = gm::testing::gamma(learn_args(dir, pool, dir / "x.json") + bad);
+    EXPECT_EQ(r.exit_code, 1) << bad << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_FALSE(fs::exists(dir / "x.json"));
+  }
 }
 
 // The checkpoint as a typed format: what a killed run wrote reads back whole and writes the

@@ -73,20 +73,15 @@ at::Tensor rope(const at::Tensor& x, const Positional& pos, RopeType type) {
   return at::cat({x0 * c - x1 * s, x0 * s + x1 * c}, -1);
 }
 
-at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
-}
-
 }  // namespace
 
-at::Tensor layer_forward(const HParams& hp, const LayerParams& lp, const std::array<at::Tensor, kNumLinear>& w,
-                         const Positional& pos, const at::Tensor& x) {
-  const int64_t B = x.size(0), T = x.size(1);
+at::Tensor attention(const HParams& hp, const LayerParams& lp, const Positional& pos, at::Tensor q, at::Tensor k,
+                     const at::Tensor& v) {
+  const int64_t B = q.size(0), T = q.size(1);
   const int64_t H = hp.n_head, Hkv = hp.n_head_kv, D = hp.head_dim, rep = H / Hkv;
-  auto h = rms_norm(x, lp.attn_norm, hp.rms_eps);
-  auto q = linear(h, w[kAttnQ], lp.bias[kAttnQ]).view({B, T, H, D});
-  auto k = linear(h, w[kAttnK], lp.bias[kAttnK]).view({B, T, Hkv, D});
-  auto v = linear(h, w[kAttnV], lp.bias[kAttnV]).view({B, T, Hkv, D});
+  q = q.view({B, T, H, D});
+  k = k.view({B, T, Hkv, D});
+  auto vv = v.view({B, T, Hkv, D});
   if (hp.qk_norm) {
     q = rms_norm(q, lp.q_norm, hp.rms_eps);
     k = rms_norm(k, lp.k_norm, hp.rms_eps);
@@ -99,8 +94,19 @@ at::Tensor layer_forward(const HParams& hp, const LayerParams& lp, const std::ar
   auto kt = k.permute({0, 2, 3, 1});  // [B, Hkv, D, T]
   auto scores = at::matmul(qg, kt).view({B, Hkv, rep, T, T}) * hp.kq_scale + pos.mask.narrow(0, 0, T).narrow(1, 0, T);
   auto probs = at::softmax(scores, -1).view({B, Hkv, rep * T, T});
-  auto o = at::matmul(probs, v.permute({0, 2, 1, 3}));  // [B, Hkv, rep*T, D]
-  o = o.view({B, H, T, D}).permute({0, 2, 1, 3}).reshape({B, T, H * D});
+  auto o = at::matmul(probs, vv.permute({0, 2, 1, 3}));  // [B, Hkv, rep*T, D]
+  return o.view({B, H, T, D}).permute({0, 2, 1, 3}).reshape({B, T, H * D});
+}
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
+}
+
+at::Tensor layer_forward(const HParams& hp, const LayerParams& lp, const std::array<at::Tensor, kNumLinear>& w,
+                         const Positional& pos, const at::Tensor& x) {
+  auto h = rms_norm(x, lp.attn_norm, hp.rms_eps);
+  auto o = attention(hp, lp, pos, linear(h, w[kAttnQ], lp.bias[kAttnQ]), linear(h, w[kAttnK], lp.bias[kAttnK]),
+                     linear(h, w[kAttnV], lp.bias[kAttnV]));
   auto h2 = x + linear(o, w[kAttnOut], lp.bias[kAttnOut]);
   auto f = rms_norm(h2, lp.ffn_norm, hp.rms_eps);
   auto g = linear(f, w[kFfnGate], lp.bias[kFfnGate]);

@@ -41,6 +41,13 @@ Positional make_positional(const HParams& hp, int64_t n_pos, const std::vector<f
 at::Tensor layer_forward(const HParams& hp, const LayerParams& lp, const std::array<at::Tensor, kNumLinear>& w,
                          const Positional& pos, const at::Tensor& x);
 
+// The attention block between the q/k/v projections and attn_output: q [B, T, n_embd_q],
+// k and v [B, T, n_embd_kv] (with their biases) -> attn_output's input [B, T, n_embd_q].
+at::Tensor attention(const HParams& hp, const LayerParams& lp, const Positional& pos, at::Tensor q, at::Tensor k,
+                     const at::Tensor& v);
+// x W^T + b (b may be undefined).
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
+
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, float eps);
 
 // Threads for LibTorch work: BLAS (OpenBLAS, where the matmuls go) gets n; ATen's own

@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <map>
 
 #include "gguf_model/model.h"
@@ -15,6 +16,16 @@ struct LayerWeights {
   std::array<at::Tensor, kNumLinear> w;
   std::array<std::vector<at::Tensor>, kNumLinear> cands;
 };
+
+// A visit (see begin_visit): the teacher's tensors of its sequences and the cached outputs.
+struct Visit {
+  at::Tensor x, y, h2;                      // [V, T, n_embd]
+  std::array<at::Tensor, kNumLinear> out;   // cached kinds: [K, V*T, n_out], no bias
+};
+
+at::Tensor f32_tensor(const float* p, at::IntArrayRef sizes) {
+  return at::from_blob(const_cast<float*>(p), sizes, at::TensorOptions().dtype(at::kFloat));
+}
 }  // namespace
 
 struct LayerStep::Impl {
@@ -24,10 +35,23 @@ struct LayerStep::Impl {
   int seq_len = 0;
   std::map<std::pair<int, int>, at::Tensor> teacher_w;  // modules without pool candidates
   at::Tensor out_norm, head, head_bias;  // loaded on the first head_kl
+  std::map<int, Visit> visits;
+
+  std::array<int64_t, kNumLinear> n_out() const {
+    const HParams& hp = model->hparams();
+    return {hp.n_embd_q(), hp.n_embd_kv(), hp.n_embd_kv(), hp.n_embd, hp.n_ff, hp.n_ff, hp.n_embd};
+  }
+  std::array<int64_t, kNumLinear> n_in() const {
+    const HParams& hp = model->hparams();
+    return {hp.n_embd, hp.n_embd, hp.n_embd, hp.n_embd_q(), hp.n_embd, hp.n_embd, hp.n_ff};
+  }
+  // The teacher's weight of layer il, kind k (kept for modules without pool candidates).
+  Result<at::Tensor> teacher_weight(int il, int k, const std::array<ModuleMix, 7>& mods);
 
   // Layer il's linear weights: W_mix = sum_b p_b W_b (requiring grad when `grad`), or the
   // teacher's for modules without candidates; and the candidates as tensors.
-  Result<LayerWeights> weights(int il, std::array<ModuleMix, 7>& mods, bool grad);
+  // kinds: which of the seven to build (default all); the others stay undefined.
+  Result<LayerWeights> weights(int il, std::array<ModuleMix, 7>& mods, bool grad, uint8_t kinds = 0x7f);
 };
 
 LayerStep::LayerStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -48,35 +72,45 @@ Result<std::unique_ptr<LayerStep>> LayerStep::create(const std::string& teacher_
   return std::unique_ptr<LayerStep>(new LayerStep(std::move(impl)));
 }
 
-Result<LayerWeights> LayerStep::Impl::weights(int il, std::array<ModuleMix, 7>& mods, bool grad) {
+Result<at::Tensor> LayerStep::Impl::teacher_weight(int il, int k, const std::array<ModuleMix, 7>& mods) {
+  auto key = std::make_pair(il, k);
+  if (!teacher_w.count(key)) {
+    GAMMA_ASSIGN_OR_RETURN(auto all, model->layer_weights(il));
+    for (int j = 0; j < kNumLinear; ++j)
+      if (mods[size_t(j)].cands.empty()) teacher_w[{il, j}] = all[size_t(j)];
+    if (!teacher_w.count(key)) return all[size_t(k)];  // a module with candidates: not kept
+  }
+  return teacher_w[key];
+}
+
+Result<LayerWeights> LayerStep::Impl::weights(int il, std::array<ModuleMix, 7>& mods, bool grad, uint8_t kinds) {
   LayerWeights r;
   auto& w = r.w;
   auto& cands = r.cands;
   const HParams& hp = model->hparams();
   if (il < 0 || il >= hp.n_layer) return Status::errorf("no layer {}", il);
-  const int64_t out[kNumLinear] = {hp.n_embd_q(), hp.n_embd_kv(), hp.n_embd_kv(), hp.n_embd, hp.n_ff, hp.n_ff, hp.n_embd};
-  const int64_t in[kNumLinear] = {hp.n_embd, hp.n_embd, hp.n_embd, hp.n_embd_q(), hp.n_embd, hp.n_embd, hp.n_ff};
-  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  const auto out = n_out(), in = n_in();
   at::NoGradGuard no_grad;
   for (int k = 0; k < kNumLinear; ++k) {
+    if (!(kinds >> k & 1)) continue;
     auto& m = mods[size_t(k)];
     if (m.cands.empty()) {  // not in the pool: the teacher's weight, no gradient
-      auto key = std::make_pair(il, k);
-      if (!teacher_w.count(key)) {
-        GAMMA_ASSIGN_OR_RETURN(auto all, model->layer_weights(il));
-        for (int j = 0; j < kNumLinear; ++j)
-          if (mods[size_t(j)].cands.empty()) teacher_w[{il, j}] = all[size_t(j)];
-      }
-      w[size_t(k)] = teacher_w[key];
+      GAMMA_ASSIGN_OR_RETURN(w[size_t(k)], teacher_weight(il, k, mods));
       continue;
     }
     if (m.p.size() != m.cands.size()) return Status::error("mixing weights and candidates differ in number");
-    at::Tensor mix = at::zeros({out[k], in[k]}, f32);
-    for (size_t b = 0; b < m.cands.size(); ++b) {
-      cands[size_t(k)].push_back(at::from_blob(const_cast<float*>(m.cands[b]), {out[k], in[k]}, f32));
-      mix.add_(cands[size_t(k)].back(), m.p[b]);
+    for (size_t b = 0; b < m.cands.size(); ++b) cands[size_t(k)].push_back(f32_tensor(m.cands[b], {out[k], in[k]}));
+    // A one-hot p (--estimator st) runs the sampled candidate itself: no mixture to build.
+    const auto one = std::find(m.p.begin(), m.p.end(), 1.0);
+    if (one != m.p.end() && std::count(m.p.begin(), m.p.end(), 0.0) == std::ptrdiff_t(m.p.size()) - 1) {
+      w[size_t(k)] = cands[size_t(k)][size_t(one - m.p.begin())].detach();
+    } else {
+      at::Tensor mix = at::zeros({out[k], in[k]}, at::TensorOptions().dtype(at::kFloat));
+      for (size_t b = 0; b < m.cands.size(); ++b)
+        if (m.p[b] != 0) mix.add_(cands[size_t(k)][b], m.p[b]);
+      w[size_t(k)] = mix;
     }
-    w[size_t(k)] = grad ? mix.requires_grad_(true) : mix;
+    if (grad) w[size_t(k)].requires_grad_(true);
   }
   return r;
 }
@@ -89,7 +123,7 @@ void accumulate_grads(std::array<ModuleMix, 7>& mods, const LayerWeights& lw) {
   at::NoGradGuard no_grad;
   for (int k = 0; k < kNumLinear; ++k) {
     auto& m = mods[size_t(k)];
-    if (m.cands.empty()) continue;
+    if (m.cands.empty() || !w[size_t(k)].defined()) continue;
     if (m.grad->size() != m.cands.size()) m.grad->assign(m.cands.size(), 0.0);
     if (!w[size_t(k)].grad().defined()) continue;  // no path to the loss: zero gradient
     auto g = w[size_t(k)].grad().view({-1});
@@ -116,6 +150,102 @@ Result<double> LayerStep::run(int il, std::array<ModuleMix, 7>& mods, const floa
   accumulate_grads(mods, lw);
   return mse.item<double>();
 }
+
+bool LayerStep::cached_kind(int k) {
+  return k == kAttnQ || k == kAttnK || k == kAttnV || k == kFfnGate || k == kFfnUp;
+}
+
+Status LayerStep::begin_visit(int il, const std::array<ModuleMix, 7>& mods, const float* x, const float* y,
+                              int n_seq) {
+  Impl& im = *impl_;
+  const HParams& hp = im.model->hparams();
+  if (il < 0 || il >= hp.n_layer) return Status::errorf("no layer {}", il);
+  const LayerParams& lp = im.params[size_t(il)];
+  const auto out = im.n_out(), in = im.n_in();
+  const int64_t T = im.seq_len, N = int64_t(n_seq) * T;
+  at::NoGradGuard no_grad;
+  Visit v;
+  v.x = f32_tensor(x, {n_seq, T, hp.n_embd}).clone();
+  v.y = f32_tensor(y, {n_seq, T, hp.n_embd}).clone();
+  // The teacher's attention block gives the FFN's input (h2) and the attention's target.
+  GAMMA_ASSIGN_OR_RETURN(auto tw, im.model->layer_weights(il));
+  auto h = rms_norm(v.x, lp.attn_norm, hp.rms_eps);
+  auto o = attention(hp, lp, im.pos, linear(h, tw[kAttnQ], lp.bias[kAttnQ]), linear(h, tw[kAttnK], lp.bias[kAttnK]),
+                     linear(h, tw[kAttnV], lp.bias[kAttnV]));
+  v.h2 = v.x + linear(o, tw[kAttnOut], lp.bias[kAttnOut]);
+  auto f = rms_norm(v.h2, lp.ffn_norm, hp.rms_eps).view({N, hp.n_embd});
+  h = h.view({N, hp.n_embd});
+  for (int k = 0; k < kNumLinear; ++k) {
+    if (!cached_kind(k)) continue;
+    const at::Tensor& input = k >= kFfnGate ? f : h;
+    const auto& m = mods[size_t(k)];
+    if (m.cands.empty()) {  // the teacher's output, one fixed "candidate"
+      v.out[size_t(k)] = at::mm(input, tw[size_t(k)].t()).unsqueeze(0);
+      continue;
+    }
+    v.out[size_t(k)] = at::empty({int64_t(m.cands.size()), N, out[k]}, at::TensorOptions().dtype(at::kFloat));
+    for (size_t b = 0; b < m.cands.size(); ++b) {
+      auto dst = v.out[size_t(k)].select(0, int64_t(b));
+      at::mm_out(dst, input, f32_tensor(m.cands[b], {out[k], in[k]}).t());
+    }
+  }
+  im.visits[il] = std::move(v);
+  return Status::ok();
+}
+
+Result<double> LayerStep::visit_step(int il, std::array<ModuleMix, 7>& mods, int r0, int n, double scale,
+                                     bool backward) {
+  Impl& im = *impl_;
+  const HParams& hp = im.model->hparams();
+  auto it = im.visits.find(il);
+  if (it == im.visits.end()) return Status::errorf("layer {} is not being visited", il);
+  const Visit& v = it->second;
+  const int64_t T = im.seq_len;
+  if (r0 < 0 || n < 1 || r0 + n > v.x.size(0)) return Status::errorf("rows {}..{} outside the visit", r0, r0 + n);
+  const LayerParams& lp = im.params[size_t(il)];
+  std::unique_ptr<at::NoGradGuard> no_grad;
+  if (!backward) no_grad = std::make_unique<at::NoGradGuard>();
+  // Weights: attn_output and ffn_down only (the cached kinds' candidates may be gone by now).
+  GAMMA_ASSIGN_OR_RETURN(auto lw, im.weights(il, mods, backward, uint8_t(1 << kAttnOut | 1 << kFfnDown)));
+  // Mixed outputs of the cached kinds: p a leaf, Y = sum_b p_b Y_b (+ bias).
+  std::array<at::Tensor, kNumLinear> p, y;
+  for (int k = 0; k < kNumLinear; ++k) {
+    if (!cached_kind(k)) continue;
+    auto ys = v.out[size_t(k)].narrow(1, int64_t(r0) * T, int64_t(n) * T);
+    const auto& m = mods[size_t(k)];
+    if (m.cands.empty()) {
+      y[size_t(k)] = ys.select(0, 0);
+    } else {
+      if (int64_t(m.p.size()) != ys.size(0)) return Status::error("mixing weights and cached outputs differ in number");
+      std::vector<float> pf(m.p.begin(), m.p.end());
+      p[size_t(k)] = at::from_blob(pf.data(), {int64_t(pf.size())}, at::TensorOptions().dtype(at::kFloat)).clone();
+      if (backward) p[size_t(k)].requires_grad_(true);
+      y[size_t(k)] = at::tensordot(p[size_t(k)], ys, {0}, {0});
+    }
+    if (lp.bias[size_t(k)].defined()) y[size_t(k)] = y[size_t(k)] + lp.bias[size_t(k)];
+    y[size_t(k)] = y[size_t(k)].view({n, T, -1});
+  }
+  auto x = v.x.narrow(0, r0, n), h2t = v.h2.narrow(0, r0, n), yt = v.y.narrow(0, r0, n);
+  auto o = attention(hp, lp, im.pos, y[kAttnQ], y[kAttnK], y[kAttnV]);
+  auto h2 = x + linear(o, lw.w[kAttnOut], lp.bias[kAttnOut]);
+  auto ffn = h2t + linear(at::silu(y[kFfnGate]) * y[kFfnUp], lw.w[kFfnDown], lp.bias[kFfnDown]);
+  auto mse = (h2 - h2t).pow(2).mean() + (ffn - yt).pow(2).mean();
+  if (!backward) return mse.item<double>();
+  (mse * scale).backward();
+  accumulate_grads(mods, lw);
+  at::NoGradGuard ng;
+  for (int k = 0; k < kNumLinear; ++k) {
+    auto& m = mods[size_t(k)];
+    if (!cached_kind(k) || m.cands.empty()) continue;
+    if (m.grad->size() != m.cands.size()) m.grad->assign(m.cands.size(), 0.0);
+    if (!p[size_t(k)].grad().defined()) continue;
+    auto g = p[size_t(k)].grad();
+    for (size_t b = 0; b < m.cands.size(); ++b) (*m.grad)[b] += double(g[int64_t(b)].item<float>());
+  }
+  return mse.item<double>();
+}
+
+void LayerStep::end_visits() { impl_->visits.clear(); }
 
 Status LayerStep::forward(int il, std::array<ModuleMix, 7>& mods, const float* x, float* y, int n_seq) {
   Impl& im = *impl_;

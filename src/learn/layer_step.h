@@ -32,6 +32,22 @@ class LayerStep {
   Result<double> run(int il, std::array<ModuleMix, 7>& mods, const float* x, const float* y, int n_seq, double scale,
                      bool backward = true);
 
+  // Sub-layer teacher forcing with cached candidate outputs (--forcing sublayer). A visit of
+  // layer il holds n_seq sequences of the teacher's input x and output y, the teacher's
+  // mid-layer residual h2 (its attention block, teacher weights), and every candidate's
+  // output Y_b for the modules whose input is then fixed: q, k, v (on attn_norm(x)) and
+  // gate, up (on ffn_norm(h2)). A step on sequences [r0, r0 + n) mixes those outputs
+  // (sum_b p_b Y_b with p an autograd leaf: dL/dp_b = <dL/dY, Y_b>, no weight-sized gradient
+  // and no matmul) and runs only attn_output and ffn_down as weights (one candidate when p is
+  // one-hot). Loss: MSE(h2) + MSE(output of the FFN run on the teacher's h2), so the FFN's
+  // gradient never crosses into the attention. Cost: one matmul per candidate and cached
+  // module at begin_visit, repaid over the visit's steps.
+  Status begin_visit(int il, const std::array<ModuleMix, 7>& mods, const float* x, const float* y, int n_seq);
+  Result<double> visit_step(int il, std::array<ModuleMix, 7>& mods, int r0, int n, double scale, bool backward = true);
+  void end_visits();
+  // Whether kind k's candidates are read only by begin_visit (their outputs are cached).
+  static bool cached_kind(int k);
+
   // Chained use (the CE ablation: layers feed each other, gradients flow through all of them,
   // recomputed layer by layer so only the layer inputs are kept). forward: layer il on x, no
   // gradients, output into y. backward: recompute layer il on x with gradients, back-propagate

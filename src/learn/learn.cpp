@@ -45,16 +45,16 @@ struct Rng {
   double uniform_open() { return (double(next() >> 11) + 0.5) * 0x1.0p-53; }  // in (0, 1)
   uint64_t below(uint64_t n) { return next() % n; }
 };
-enum Stream : uint64_t { kGumbel = 1, kBatch = 2, kLayers = 3 };
+enum Stream : uint64_t { kGumbel = 1, kBatch = 2, kLayers = 3, kVisitSeqs = 4, kVisitLayers = 5 };
 
 // The batch of a step: consecutive slices of a per-epoch permutation of the sequences.
-std::vector<int> batch_of(uint64_t seed, int step, int B, int n_seq) {
+std::vector<int> batch_of(uint64_t seed, int step, int B, int n_seq, Stream stream = kBatch) {
   std::vector<int> seqs;
   for (int b = 0; b < B; ++b) {
     const int64_t idx = int64_t(step) * B + b, epoch = idx / n_seq;
     std::vector<int> perm(static_cast<size_t>(n_seq));
     for (int i = 0; i < n_seq; ++i) perm[size_t(i)] = i;
-    Rng r(seed, uint64_t(epoch), kBatch);
+    Rng r(seed, uint64_t(epoch), stream);
     for (int i = n_seq - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[size_t(r.below(uint64_t(i) + 1))]);
     seqs.push_back(perm[size_t(idx % n_seq)]);
   }
@@ -62,15 +62,26 @@ std::vector<int> batch_of(uint64_t seed, int step, int B, int n_seq) {
 }
 
 // The layers of a step: all, or k drawn without replacement (each with probability k/L), sorted.
-std::vector<int> layers_of(uint64_t seed, int step, int L, int k) {
+std::vector<int> layers_of(uint64_t seed, int step, int L, int k, Stream stream = kLayers) {
   std::vector<int> layers(static_cast<size_t>(L));
   for (int l = 0; l < L; ++l) layers[size_t(l)] = l;
   if (k < L) {
-    Rng r(seed, uint64_t(step), kLayers);
+    Rng r(seed, uint64_t(step), stream);
     for (int i = 0; i < k; ++i) std::swap(layers[size_t(i)], layers[size_t(i) + size_t(r.below(uint64_t(L - i)))]);
     layers.resize(size_t(k));
     std::sort(layers.begin(), layers.end());
   }
+  return layers;
+}
+
+// The layers of a visit: consecutive slices of a per-epoch permutation of the layers, so every
+// layer is visited once per L/k visits (a visit is many steps: drawing each independently
+// would leave some layers unvisited for long). A slice across two epochs may name a layer
+// twice: it is visited once.
+std::vector<int> visit_layers(uint64_t seed, int visit, int L, int k) {
+  std::vector<int> layers = batch_of(seed, visit, k, L, kVisitLayers);
+  std::sort(layers.begin(), layers.end());
+  layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
   return layers;
 }
 
@@ -91,6 +102,10 @@ const Choices<Optimizer>& choices(Optimizer) {
 }
 const Choices<Estimator>& choices(Estimator) {
   static const Choices<Estimator> c{"--estimator", {{"soft", Estimator::kSoft}, {"st", Estimator::kSt}}};
+  return c;
+}
+const Choices<Forcing>& choices(Forcing) {
+  static const Choices<Forcing> c{"--forcing", {{"layer", Forcing::kLayer}, {"sublayer", Forcing::kSublayer}}};
   return c;
 }
 const Choices<Init>& choices(Init) {
@@ -166,6 +181,10 @@ json hyperparameters(const LearnOptions& o, const std::string& cache_key, int n_
   h["objective"] = choice_name(o.objective);
   h["penalty"] = choice_name(o.penalty);
   if (o.estimator != Estimator::kSoft) h["estimator"] = choice_name(o.estimator);  // absent: soft (older checkpoints match)
+  // Absent at their defaults, so that older scores and checkpoints still match.
+  if (o.forcing != Forcing::kLayer) h["forcing"] = choice_name(o.forcing);
+  if (o.visit_steps > 1) h["visit_steps"] = o.visit_steps;
+  if (o.forcing == Forcing::kSublayer) h["visit_seqs"] = o.visit_seqs;
   if (o.penalty == Penalty::kDnas) h["dnas"] = {{"beta", o.dnas_beta}, {"gamma", o.dnas_gamma}};
   h["mse_unit"] = "step-0 MSE";
   h["calib_tokens"] = int64_t(n_seq) * o.calib.seq_len;
@@ -190,6 +209,11 @@ Status validate(const LearnOptions& o) {
   if (o.objective == Objective::kCe && o.layers_per_step != 0) return Status::error("--objective ce chains all layers: --layers-per-step must be 0");
   if (!(o.dnas_beta >= 0) || !std::isfinite(o.dnas_beta) || !(o.dnas_gamma >= 0) || !std::isfinite(o.dnas_gamma))
     return Status::errorf("--dnas-beta and --dnas-gamma must be >= 0 (got {}, {})", o.dnas_beta, o.dnas_gamma);
+  if (o.visit_steps < 1) return Status::errorf("--visit-steps must be at least 1 (got {})", o.visit_steps);
+  if (o.visit_seqs < 0 || (o.visit_seqs > 0 && o.visit_seqs % o.seqs != 0))
+    return Status::errorf("--visit-seqs must be a multiple of --seqs {} (got {})", o.seqs, o.visit_seqs);
+  if (o.objective == Objective::kCe && (o.forcing != Forcing::kLayer || o.visit_steps > 1))
+    return Status::error("--objective ce chains all layers: it takes neither --forcing sublayer nor --visit-steps");
   if (o.checkpoint_every < 1) return Status::errorf("--checkpoint-every must be at least 1 (got {})", o.checkpoint_every);
   for (const auto& f : o.calib.text_files)
     if (fs::path(f).filename() == "wiki.test.raw")
@@ -214,7 +238,14 @@ class StageOne {
   Status load_modules();
   void init_logits();
   Status save_checkpoint(double seconds) const;
-  Status load_layer(int l, const Weights& w, std::array<ModuleMix, 7>& mix);
+  Status load_layer(int l, const Weights& w, std::array<ModuleMix, 7>& mix, std::vector<std::vector<float>>& bufs);
+  void set_weights(int l, const Weights& w, std::array<ModuleMix, 7>& mix);
+  // The visit of a step (--visit-steps > 1; step 0 is never in one): its index, or -1.
+  int visit_of(int step) const { return opt_.visit_steps > 1 && step > 0 ? (step - 1) / opt_.visit_steps : -1; }
+  int visit_start(int visit) const { return 1 + visit * opt_.visit_steps; }
+  Status enter_visit(int visit, const std::vector<int>& layers);
+  // One layer's task term on seqs, its candidates loaded here (no visit, or step 0).
+  Result<double> layer_mse(int l, const std::vector<int>& seqs, const Weights& w, double scale);
   Result<double> eval_mse(const Weights& w);
   void sample(int step, double tau);
   Result<double> task_mse(int step, const std::vector<int>& seqs, const std::vector<int>& layers, int k_step,
@@ -248,9 +279,17 @@ class StageOne {
   // noisy p, the noise-free pbar, d(loss)/dp and the one-hot sample (--estimator st).
   std::vector<float> x_, y_;
   std::vector<std::vector<float>> bufs_, xs_;
+  // The current visit: its layers with their candidates (resident for the visit's steps).
+  struct Resident {
+    int layer;
+    std::vector<std::vector<float>> bufs;
+    std::array<ModuleMix, 7> mix;
+  };
+  std::vector<Resident> visit_;
+  int visit_id_ = -1;
   Weights p_, pbar_, gp_, w_;
   std::chrono::steady_clock::time_point t_start_;
-  double t_dequant_ = 0, t_layer_ = 0, t_io_ = 0;
+  double t_dequant_ = 0, t_layer_ = 0, t_io_ = 0, t_visit_ = 0;
   int start_step_ = 0;
 };
 
@@ -272,6 +311,12 @@ Result<std::unique_ptr<StageOne>> StageOne::open(const LearnOptions& opt) {
   if (s->cache_->n_layer() != L) return Status::errorf("activation cache has {} layers, the pool {}", s->cache_->n_layer(), L);
   if (opt.seqs > s->cache_->n_seq())
     return Status::errorf("--seqs {} exceeds the {} calibration sequences (raise --calib-tokens)", opt.seqs, s->cache_->n_seq());
+  if (opt.forcing == Forcing::kSublayer) {
+    int& V = s->opt_.visit_seqs;
+    if (V == 0) V = opt.seqs;
+    if (V > s->cache_->n_seq())
+      return Status::errorf("--visit-seqs {} exceeds the {} calibration sequences (raise --calib-tokens)", V, s->cache_->n_seq());
+  }
   GAMMA_ASSIGN_OR_RETURN(s->stepper_, LayerStep::create(opt.teacher_path, s->cache_->seq_len(), opt.n_threads));
   s->x_.resize(size_t(opt.seqs) * size_t(s->cache_->seq_len()) * size_t(s->stepper_->hparams().n_embd));
   s->y_.resize(s->x_.size());
@@ -288,7 +333,7 @@ Result<std::unique_ptr<StageOne>> StageOne::open(const LearnOptions& opt) {
   s->config_["pool_manifest_sha256"] = s->pool_sha_;
   s->config_["teacher"] = s->teacher_->fingerprint();
   s->config_["target_bpw"] = opt.target_bpw;
-  s->config_["hyperparameters"] = hyperparameters(opt, s->cache_->key(), s->cache_->n_seq());
+  s->config_["hyperparameters"] = hyperparameters(s->opt_, s->cache_->key(), s->cache_->n_seq());
   s->ckpt_path_ = opt.out_path + ".ckpt";
   s->st_.lambda2 = opt.lambda2_init;
   return s;
@@ -408,23 +453,88 @@ Status StageOne::save_checkpoint(double seconds) const {
   return c.save(ckpt_path_);
 }
 
-// Dequantizes layer l's candidates into bufs_ and points `mix` at them with mixing weights w.
-Status StageOne::load_layer(int l, const Weights& w, std::array<ModuleMix, 7>& mix) {
+// Dequantizes layer l's candidates into bufs and points `mix` at them with mixing weights w.
+Status StageOne::load_layer(int l, const Weights& w, std::array<ModuleMix, 7>& mix,
+                            std::vector<std::vector<float>>& bufs) {
   size_t nb = 0;
   for (int k = 0; k < 7; ++k) {
     const int mi = by_layer_[size_t(l)][size_t(k)];
     if (mi < 0) continue;
     const Mod& m = mods_[size_t(mi)];
     for (size_t j = 0; j < m.K; ++j, ++nb) {
-      if (bufs_.size() <= nb) bufs_.emplace_back();
-      bufs_[nb].resize(size_t(m.e->n_params));
-      GAMMA_RETURN_IF_ERROR(store_->dequantize(*m.e, m.e->candidates[j], bufs_[nb].data(), opt_.n_threads));
-      mix[size_t(k)].cands.push_back(bufs_[nb].data());
+      if (bufs.size() <= nb) bufs.emplace_back();
+      bufs[nb].resize(size_t(m.e->n_params));
+      GAMMA_RETURN_IF_ERROR(store_->dequantize(*m.e, m.e->candidates[j], bufs[nb].data(), opt_.n_threads));
+      mix[size_t(k)].cands.push_back(bufs[nb].data());
     }
+  }
+  set_weights(l, w, mix);
+  return Status::ok();
+}
+
+void StageOne::set_weights(int l, const Weights& w, std::array<ModuleMix, 7>& mix) {
+  for (int k = 0; k < 7; ++k) {
+    const int mi = by_layer_[size_t(l)][size_t(k)];
+    if (mi < 0) continue;
     mix[size_t(k)].p = w[size_t(mi)];
     mix[size_t(k)].grad = &gp_[size_t(mi)];
   }
+}
+
+// Loads a visit's layers once: candidates dequantized and, with sublayer forcing, the
+// visit's sequences read and every cached kind's outputs computed, after which those
+// kinds' candidates are freed (only attn_output and ffn_down are read per step).
+Status StageOne::enter_visit(int visit, const std::vector<int>& layers) {
+  if (visit == visit_id_) return Status::ok();
+  stepper_->end_visits();
+  visit_.clear();
+  visit_id_ = -1;
+  std::vector<float> vx, vy;
+  std::vector<int> seqs;
+  if (opt_.forcing == Forcing::kSublayer) {
+    seqs = batch_of(opt_.seed, visit, opt_.visit_seqs, cache_->n_seq(), kVisitSeqs);
+    vx.resize(x_.size() / size_t(opt_.seqs) * size_t(opt_.visit_seqs));
+    vy.resize(vx.size());
+  }
+  for (int l : layers) {
+    visit_.push_back(Resident{l, {}, {}});
+    Resident& r = visit_.back();
+    GAMMA_RETURN_IF_ERROR(load_layer(l, p_, r.mix, r.bufs));
+    if (opt_.forcing != Forcing::kSublayer) continue;
+    GAMMA_RETURN_IF_ERROR(cache_->read(l, seqs, vx.data()));
+    GAMMA_RETURN_IF_ERROR(cache_->read(l + 1, seqs, vy.data()));
+    GAMMA_RETURN_IF_ERROR(stepper_->begin_visit(l, r.mix, vx.data(), vy.data(), opt_.visit_seqs));
+    size_t nb = 0;
+    for (int k = 0; k < 7; ++k) {
+      auto& c = r.mix[size_t(k)].cands;
+      for (auto& ptr : c) {
+        if (LayerStep::cached_kind(k)) {
+          std::vector<float>().swap(r.bufs[nb]);
+          ptr = nullptr;
+        }
+        ++nb;
+      }
+    }
+  }
+  visit_id_ = visit;
   return Status::ok();
+}
+
+Result<double> StageOne::layer_mse(int l, const std::vector<int>& seqs, const Weights& w, double scale) {
+  auto t0 = std::chrono::steady_clock::now();
+  GAMMA_RETURN_IF_ERROR(cache_->read(l, seqs, x_.data()));
+  GAMMA_RETURN_IF_ERROR(cache_->read(l + 1, seqs, y_.data()));
+  auto t1 = std::chrono::steady_clock::now();
+  std::array<ModuleMix, 7> mix;
+  GAMMA_RETURN_IF_ERROR(load_layer(l, w, mix, bufs_));
+  auto t2 = std::chrono::steady_clock::now();
+  t_io_ += std::chrono::duration<double>(t1 - t0).count();
+  t_dequant_ += std::chrono::duration<double>(t2 - t1).count();
+  if (opt_.forcing == Forcing::kLayer) return stepper_->run(l, mix, x_.data(), y_.data(), opt_.seqs, scale);
+  GAMMA_RETURN_IF_ERROR(stepper_->begin_visit(l, mix, x_.data(), y_.data(), opt_.seqs));
+  auto r = stepper_->visit_step(l, mix, 0, opt_.seqs, scale);
+  stepper_->end_visits();
+  return r;
 }
 
 // The objective at noise-free weights w over every layer, on a fixed batch (the first
@@ -437,7 +547,7 @@ Result<double> StageOne::eval_mse(const Weights& w) {
     GAMMA_RETURN_IF_ERROR(cache_->read(l, seqs, x_.data()));
     GAMMA_RETURN_IF_ERROR(cache_->read(l + 1, seqs, y_.data()));
     std::array<ModuleMix, 7> mix;
-    GAMMA_RETURN_IF_ERROR(load_layer(l, w, mix));
+    GAMMA_RETURN_IF_ERROR(load_layer(l, w, mix, bufs_));
     GAMMA_ASSIGN_OR_RETURN(double m, stepper_->run(l, mix, x_.data(), y_.data(), opt_.seqs, 1.0, /*backward=*/false));
     sum += m / double(L_);
   }
@@ -468,23 +578,36 @@ void StageOne::sample(int step, double tau) {
 // the sum over a sample estimates the mean over all layers), gradients into gp_.
 Result<double> StageOne::task_mse(int step, const std::vector<int>& seqs, const std::vector<int>& layers, int k_step,
                                   const Weights& wmix) {
+  const int visit = visit_of(step);
+  if (visit >= 0) {
+    auto t0 = std::chrono::steady_clock::now();
+    GAMMA_RETURN_IF_ERROR(enter_visit(visit, layers));
+    t_visit_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   double mse = 0;
   for (size_t li = 0; li < layers.size(); ++li) {
     const int l = layers[li];
     auto t0 = std::chrono::steady_clock::now();
-    GAMMA_RETURN_IF_ERROR(cache_->read(l, seqs, x_.data()));
-    GAMMA_RETURN_IF_ERROR(cache_->read(l + 1, seqs, y_.data()));
-    auto t1 = std::chrono::steady_clock::now();
-    std::array<ModuleMix, 7> mix;
-    GAMMA_RETURN_IF_ERROR(load_layer(l, wmix, mix));
-    auto t2 = std::chrono::steady_clock::now();
-    GAMMA_ASSIGN_OR_RETURN(double mse_l, stepper_->run(l, mix, x_.data(), y_.data(), opt_.seqs, 1.0 / double(k_step)));
+    const double pre = t_io_ + t_dequant_;  // layer_mse adds its reads to these
+    const double scale = 1.0 / double(k_step);
+    double mse_l;
+    if (visit < 0) {
+      GAMMA_ASSIGN_OR_RETURN(mse_l, layer_mse(l, seqs, wmix, scale));
+    } else {
+      Resident& r = visit_[li];
+      set_weights(l, wmix, r.mix);
+      if (opt_.forcing == Forcing::kSublayer) {  // the step's slice of the visit's sequences
+        const int r0 = int(int64_t(step - visit_start(visit)) * opt_.seqs % opt_.visit_seqs);
+        GAMMA_ASSIGN_OR_RETURN(mse_l, stepper_->visit_step(l, r.mix, r0, opt_.seqs, scale));
+      } else {
+        GAMMA_RETURN_IF_ERROR(cache_->read(l, seqs, x_.data()));
+        GAMMA_RETURN_IF_ERROR(cache_->read(l + 1, seqs, y_.data()));
+        GAMMA_ASSIGN_OR_RETURN(mse_l, stepper_->run(l, r.mix, x_.data(), y_.data(), opt_.seqs, scale));
+      }
+    }
     if (!std::isfinite(mse_l)) return Status::errorf("layer {} MSE is {} at step {}", l, mse_l, step);
     mse += mse_l / double(k_step);
-    auto t3 = std::chrono::steady_clock::now();
-    t_io_ += std::chrono::duration<double>(t1 - t0).count();
-    t_dequant_ += std::chrono::duration<double>(t2 - t1).count();
-    t_layer_ += std::chrono::duration<double>(t3 - t2).count();
+    t_layer_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - (t_io_ + t_dequant_ - pre);
     if (opt_.on_layer_done) opt_.on_layer_done(step, int(li));
   }
   return mse;
@@ -502,7 +625,7 @@ Result<double> StageOne::task_ce(int step, const std::vector<int>& seqs, const W
   GAMMA_RETURN_IF_ERROR(cache_->read(L_, seqs, y_.data()));
   for (int l = 0; l < L_; ++l) {
     std::array<ModuleMix, 7> mix;
-    GAMMA_RETURN_IF_ERROR(load_layer(l, wmix, mix));
+    GAMMA_RETURN_IF_ERROR(load_layer(l, wmix, mix, bufs_));
     GAMMA_RETURN_IF_ERROR(stepper_->forward(l, mix, xs_[size_t(l)].data(), xs_[size_t(l) + 1].data(), B));
   }
   std::vector<float> g(n), g2(n);
@@ -510,7 +633,7 @@ Result<double> StageOne::task_ce(int step, const std::vector<int>& seqs, const W
   if (!std::isfinite(kl)) return Status::errorf("KL is {} at step {}", kl, step);
   for (int l = L_ - 1; l >= 0; --l) {
     std::array<ModuleMix, 7> mix;
-    GAMMA_RETURN_IF_ERROR(load_layer(l, wmix, mix));
+    GAMMA_RETURN_IF_ERROR(load_layer(l, wmix, mix, bufs_));
     GAMMA_RETURN_IF_ERROR(stepper_->backward(l, mix, xs_[size_t(l)].data(), g.data(), l > 0 ? g2.data() : nullptr, B));
     std::swap(g, g2);
   }
@@ -578,7 +701,9 @@ Status StageOne::optimise() {
     if (opt_.objective == Objective::kCe) {
       GAMMA_ASSIGN_OR_RETURN(mse, task_ce(step, seqs, wmix));
     } else {
-      GAMMA_ASSIGN_OR_RETURN(mse, task_mse(step, seqs, layers_of(opt_.seed, step, L_, k_step), k_step, wmix));
+      const int visit = visit_of(step);
+      const auto layers = visit >= 0 ? visit_layers(opt_.seed, visit, L_, k_step) : layers_of(opt_.seed, step, L_, k_step);
+      GAMMA_ASSIGN_OR_RETURN(mse, task_mse(step, seqs, layers, k_step, wmix));
     }
     // The task term in units of the step-0 MSE: a constant factor (the paper's objective with
     // lambda rescaled), which makes lambda's scale, and so --lr-lambda, model-independent.
@@ -643,7 +768,8 @@ Result<json> StageOne::scores(const LearnResult& result) {
                   {"seconds_this_process", secs - st_.seconds},
                   {"steps_this_process", done_here},
                   {"seconds_per_step", done_here > 0 ? (secs - st_.seconds) / done_here : 0.0},
-                  {"time_split", {{"activations_io", t_io_}, {"dequantize", t_dequant_}, {"layer_fwd_bwd", t_layer_}}},
+                  {"time_split", {{"activations_io", t_io_}, {"dequantize", t_dequant_}, {"layer_fwd_bwd", t_layer_},
+                                    {"visit_setup", t_visit_}}},
                   {"peak_rss_bytes", peak_rss_bytes()},
                   {"threads", opt_.n_threads},
                   {"resumed_from_step", result.resumed_from}};

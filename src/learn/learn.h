@@ -40,6 +40,7 @@ enum class Penalty { kAl, kDnas };
 enum class Optimizer { kAdam, kSgd };
 enum class Estimator { kSoft, kSt };
 enum class Init { kTilt, kUniform };
+enum class Forcing { kLayer, kSublayer };
 
 // One table per enum: its flag and the name of each value (the first is the default).
 template <typename E>
@@ -52,6 +53,7 @@ const Choices<Penalty>& choices(Penalty);
 const Choices<Optimizer>& choices(Optimizer);
 const Choices<Estimator>& choices(Estimator);
 const Choices<Init>& choices(Init);
+const Choices<Forcing>& choices(Forcing);
 
 template <typename E>
 const char* choice_name(E v) {
@@ -100,6 +102,19 @@ struct LearnOptions {
   // its gradient dL/dW . W_b is taken as dL/dp_b. The loss is then that of a discrete
   // assignment, which no mixture of candidates can undercut.
   Estimator estimator = Estimator::kSoft;
+  // layer: every layer runs on the teacher's input, the loss is its output's MSE (GAMMA) |
+  // sublayer: the FFN runs on the teacher's mid-layer residual too, so q/k/v/gate/up read
+  // fixed inputs and their candidates' outputs are computed once per visit and mixed
+  // (LayerStep::begin_visit); loss MSE(h2) + MSE(FFN output).
+  Forcing forcing = Forcing::kLayer;
+  // > 1: the layers drawn for a step stay for this many steps (a visit), their candidates
+  // dequantized once; memory holds layers_per_step layers' candidates (and, with sublayer
+  // forcing, their cached outputs for visit_seqs sequences).
+  int visit_steps = 1;
+  // Sequences a sublayer visit holds, a multiple of seqs (0: seqs). Each is reused
+  // visit_steps * seqs / visit_seqs times: the cached outputs cost one matmul per candidate,
+  // repaid only when that is well above the number of candidates (bench/, measured on Qwen).
+  int visit_seqs = 0;
   double tau_end = 0;       // > 0: tau anneals exponentially to tau_end over the run
   Init init = Init::kTilt;  // tilt: start on the budget, no module preferred; uniform: pi = 0
   uint64_t seed = 0;
