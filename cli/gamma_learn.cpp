@@ -81,6 +81,10 @@ int learn_main(int argc, char** argv) {
   app.add_option("--tau-end", o.tau_end, "anneal tau exponentially to this by the last step (0: fixed)")->capture_default_str();
   app.add_option("--init", init, "initial logits: tilt (on budget, no preference) or uniform")->capture_default_str();
   app.add_option("--seed", o.seed, "random seed (Gumbel noise, batches, layer samples)")->capture_default_str();
+  app.add_option("--world-size", o.world_size, "processes of a layer-sharded job (each owns a contiguous range of layers)")->capture_default_str();
+  app.add_option("--rank", o.rank, "this process's rank in 0..world-size-1 (rank 0 writes the scores)")->capture_default_str();
+  app.add_option("--rendezvous", o.rendezvous, "where the ranks meet: tcp://HOST:PORT (rank 0 serves) or file://PATH");
+  app.add_option("--dist-timeout", o.dist_timeout, "seconds a rank waits for the others before failing")->capture_default_str();
   app.add_option("--checkpoint-every", o.checkpoint_every, "write OUTPUT.ckpt every N steps")->capture_default_str();
   app.add_flag("--restart", o.restart, "ignore a checkpoint of an earlier run");
   if (int rc = parse(app, argc, argv); rc >= 0) return rc;
@@ -107,6 +111,10 @@ int learn_main(int argc, char** argv) {
   }
   auto r = learn(o);
   if (!r.is_ok()) return fail(r.status());
+  if (o.rank > 0) {  // rank 0 reports the scores
+    std::printf("rank %d of %d done: peak RSS %.1f MiB\n", o.rank, o.world_size, double(peak_rss_bytes()) / (1 << 20));
+    return 0;
+  }
   if (!r->note.empty()) std::fprintf(stderr, "gamma: note: %s\n", r->note.c_str());
   const auto& f = r->scores["final"];
   std::printf("%s: %zu modules, expected %.4f bpw (target %.4f), mse %.4g, lambda1 %.4g, lambda2 %.4g%s\n",

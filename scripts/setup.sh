@@ -11,7 +11,8 @@ LLAMA_CPP_PYTHON_VERSION=0.3.36
 LLAMA_CPP_PYTHON_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 APT_PACKAGES=(build-essential cmake ccache git python3-pip unzip
   libtorch-dev libopenblas0-pthread libcli11-dev nlohmann-json3-dev libfmt-dev
-  libgtest-dev libgmock-dev libbenchmark-dev coinor-libcbc-dev libssl-dev libcairo2-dev)
+  libgtest-dev libgmock-dev libbenchmark-dev coinor-libcbc-dev libssl-dev libcairo2-dev
+  libgloo-dev)  # the Gloo headers of LibTorch's c10d (distributed Stage I); the library is in libtorch
 
 cache="${GAMMA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gamma}"
 deps="$cache/deps"

@@ -499,6 +499,72 @@ TEST(Learn, SublayerVisitsReachTheBudgetAndResumeIdentically) {
   }
 }
 
+// Layer-sharded Stage I (--world-size, Gloo through LibTorch's c10d): two local ranks give
+// the scores of one process bit for bit (with layer sampling and with sublayer visits); a
+// rank killed mid-run ends the other with one line at once, and both resume from rank 0's
+// checkpoint to the same scores; bad settings are one-line errors.
+TEST(Learn, TwoRanksEqualOneProcessAndSurviveAKilledRank) {
+  TempDir dir;
+  const std::string pool = make_pool(dir);
+  auto both = [&](const std::string& out, const std::string& flags, const std::string& env1 = "") {
+    const std::string rdv = " --world-size 2 --rendezvous file://" + (dir / ("rdv-" + std::to_string(std::rand())));
+    const std::string cmd = learn_args(dir, pool, out) + flags + rdv;
+    return gm::testing::run("(" + env1 + " " + gm::testing::gamma_cli() + " " + cmd + " --rank 1 > " + dir / "r1.log" +
+                            " 2>&1; echo rank1=$? >> " + dir / "r1.log" + ") & " + gm::testing::gamma_cli() + " " + cmd +
+                            " --rank 0 2>&1; rc=$?; wait; cat " + dir / "r1.log" + "; exit $rc");
+  };
+  for (const std::string flags : {std::string(" --bpw 9.0 --steps 12 --layers-per-step 3 --seed 5"),
+                                  std::string(" --bpw 9.0 --steps 9 --layers-per-step 2 --visit-steps 4 --forcing sublayer --estimator st")}) {
+    const std::string a = dir / "one.json", b = dir / "two.json";
+    auto ra = gm::testing::gamma(learn_args(dir, pool, a) + flags);
+    ASSERT_EQ(ra.exit_code, 0) << ra.output;
+    auto rb = both(b, flags);
+    ASSERT_EQ(rb.exit_code, 0) << rb.output;
+    EXPECT_NE(rb.output.find("rank 1 of 2 done"), std::string::npos) << rb.output;
+    json ja = load(a), jb = load(b);
+    EXPECT_EQ(ja["modules"], jb["modules"]) << flags;
+    EXPECT_EQ(ja["final"], jb["final"]) << flags;
+    EXPECT_EQ(jb["stats"]["world_size"], 2);
+    fs::remove(a);
+    fs::remove(b);
+  }
+  // Rank 1 killed in step 9: rank 0 fails at that step's all-reduce (one line, no scores),
+  // and the rerun of both resumes from rank 0's checkpoint of step 8 to the same scores.
+  const std::string flags = " --bpw 9.0 --steps 12 --checkpoint-every 4 --layers-per-step 3 --seed 5";
+  const std::string a = dir / "one.json", k = dir / "k.json";
+  ASSERT_EQ(gm::testing::gamma(learn_args(dir, pool, a) + flags).exit_code, 0);
+  auto rk = both(k, flags + " --dist-timeout 60", "GAMMA_TEST_KILL_AT_STEP=9");
+  EXPECT_EQ(rk.exit_code, 1) << rk.output;
+  EXPECT_NE(rk.output.find("rank1=137"), std::string::npos) << rk.output;
+  EXPECT_NE(rk.output.find("gamma: error: rank 0: all-reduce failed"), std::string::npos) << rk.output;
+  EXPECT_FALSE(fs::exists(k));
+  auto rr = both(k, flags);
+  ASSERT_EQ(rr.exit_code, 0) << rr.output;
+  EXPECT_NE(rr.output.find("resumed at step 8"), std::string::npos) << rr.output;
+  EXPECT_EQ(load(a)["modules"], load(k)["modules"]);
+
+  // A rank with other settings is refused; a missing peer times out; bad flags.
+  auto rs = gm::testing::run("(" + gm::testing::gamma_cli() + " " + learn_args(dir, pool, dir / "s.json") +
+                             " --bpw 8.0 --world-size 2 --rank 1 --rendezvous file://" + dir / "rdv-s" + " > /dev/null 2>&1 &) ; " +
+                             gm::testing::gamma_cli() + " " + learn_args(dir, pool, dir / "s.json") +
+                             " --bpw 9.0 --world-size 2 --rank 0 --rendezvous file://" + dir / "rdv-s" + "; rc=$?; wait; exit $rc");
+  EXPECT_EQ(rs.exit_code, 1) << rs.output;
+  auto rt = gm::testing::gamma(learn_args(dir, pool, dir / "t.json") + " --bpw 9.0 --world-size 2 --rank 0 --dist-timeout 2 --rendezvous file://" + dir / "rdv-t");
+  EXPECT_EQ(rt.exit_code, 1);
+  EXPECT_NE(rt.output.find("failed within 2 s"), std::string::npos) << rt.output;
+  EXPECT_EQ(std::count(rt.output.begin(), rt.output.end(), '\n'), 1) << rt.output;
+  for (const std::string& bad : {std::string(" --world-size 2 --rank 2 --rendezvous file://x"), std::string(" --world-size 2"),
+                                 std::string(" --world-size 2 --rank 0 --rendezvous http://x"),
+                                 std::string(" --world-size 2 --rank 0 --rendezvous tcp://localhost"),
+                                 std::string(" --world-size 9 --rank 0 --rendezvous file://x"),
+                                 std::string(" --world-size 2 --objective ce --rendezvous file://x")}) {
+    auto r = gm::testing::gamma(learn_args(dir, pool, dir / "x.json") + " --bpw 9.0" + bad);
+    EXPECT_EQ(r.exit_code, 1) << bad << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << bad << r.output;
+  }
+  EXPECT_FALSE(fs::exists(dir / "x.json"));
+}
+
 // The checkpoint as a typed format: what a killed run wrote reads back whole and writes the
 // same JSON; a damaged field is kCorrupt, and the CLI refuses to resume from it in one line.
 TEST(Learn, CheckpointRoundTripsAndADamagedOneIsRefused) {

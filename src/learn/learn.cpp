@@ -17,6 +17,7 @@
 #include "gguf_model/model.h"
 #include "learn/candidates.h"
 #include "learn/checkpoint.h"
+#include "learn/dist.h"
 #include "learn/layer_step.h"
 #include "decoder/hparams.h"
 #include "pool/manifest.h"
@@ -214,6 +215,10 @@ Status validate(const LearnOptions& o) {
     return Status::errorf("--visit-seqs must be a multiple of --seqs {} (got {})", o.seqs, o.visit_seqs);
   if (o.objective == Objective::kCe && (o.forcing != Forcing::kLayer || o.visit_steps > 1))
     return Status::error("--objective ce chains all layers: it takes neither --forcing sublayer nor --visit-steps");
+  if (o.world_size > 1 && o.rendezvous.empty())
+    return Status::error("--world-size > 1 needs --rendezvous tcp://HOST:PORT or file://PATH");
+  if (o.world_size > 1 && o.objective == Objective::kCe)
+    return Status::error("--objective ce chains all layers in one process: it takes no --world-size");
   if (o.checkpoint_every < 1) return Status::errorf("--checkpoint-every must be at least 1 (got {})", o.checkpoint_every);
   for (const auto& f : o.calib.text_files)
     if (fs::path(f).filename() == "wiki.test.raw")
@@ -287,6 +292,12 @@ class StageOne {
   };
   std::vector<Resident> visit_;
   int visit_id_ = -1;
+  // The job: this rank's layers [lo_, hi_) and the group (world size 1: no group).
+  std::unique_ptr<Comm> comm_;
+  int lo_ = 0, hi_ = 0;
+  bool owns(int l) const { return l >= lo_ && l < hi_; }
+  // Sums per-layer MSEs and every module's gradient over the ranks.
+  Status reduce(std::vector<double>& mse_layers);
   Weights p_, pbar_, gp_, w_;
   std::chrono::steady_clock::time_point t_start_;
   double t_dequant_ = 0, t_layer_ = 0, t_io_ = 0, t_visit_ = 0;
@@ -305,6 +316,10 @@ Result<std::unique_ptr<StageOne>> StageOne::open(const LearnOptions& opt) {
   if (opt.layers_per_step > L) return Status::errorf("--layers-per-step {} exceeds the {} layers", opt.layers_per_step, L);
   s->k_layers_ = opt.layers_per_step == 0 ? L : opt.layers_per_step;
   GAMMA_ASSIGN_OR_RETURN(s->store_, CandidateStore::open(s->man_));
+  if (opt.world_size > L) return Status::errorf("--world-size {} exceeds the {} layers", opt.world_size, L);
+  GAMMA_ASSIGN_OR_RETURN(s->comm_, Comm::connect(opt.rendezvous, opt.rank, opt.world_size, opt.dist_timeout));
+  s->lo_ = int(int64_t(opt.rank) * L / opt.world_size);
+  s->hi_ = int(int64_t(opt.rank + 1) * L / opt.world_size);
 
   // Teacher activations and the layer.
   GAMMA_ASSIGN_OR_RETURN(s->cache_, ActivationCache::open_or_build(opt.teacher_path, opt.calib));
@@ -335,6 +350,11 @@ Result<std::unique_ptr<StageOne>> StageOne::open(const LearnOptions& opt) {
   s->config_["target_bpw"] = opt.target_bpw;
   s->config_["hyperparameters"] = hyperparameters(s->opt_, s->cache_->key(), s->cache_->n_seq());
   s->ckpt_path_ = opt.out_path + ".ckpt";
+  // Every rank must run rank 0's job (same pool, teacher, target, hyperparameters).
+  std::string cfg = s->config_.dump();
+  const std::string mine = cfg;
+  GAMMA_RETURN_IF_ERROR(s->comm_->broadcast(cfg));
+  if (cfg != mine) return Status::errorf("rank {} was started with other settings, pool or teacher than rank 0", opt.rank);
   s->st_.lambda2 = opt.lambda2_init;
   return s;
 }
@@ -405,20 +425,26 @@ void StageOne::init_logits() {
 }
 
 Status StageOne::resume(LearnResult* result) {
-  if (!fs::exists(ckpt_path_) || opt_.restart) return Status::ok();
-  auto j = read_json(ckpt_path_, Checkpoint::kSchema, Checkpoint::kVersion);
-  if (!j.is_ok()) {
-    result->note = "ignored unreadable checkpoint " + ckpt_path_ + ": " + j.status().message();
-    return Status::ok();
+  // Rank 0 reads the checkpoint and decides; every rank gets its text (none: a fresh start).
+  std::string text;
+  if (comm_->rank() == 0 && fs::exists(ckpt_path_) && !opt_.restart) {
+    auto j = read_json(ckpt_path_, Checkpoint::kSchema, Checkpoint::kVersion);
+    if (!j.is_ok()) {
+      result->note = "ignored unreadable checkpoint " + ckpt_path_ + ": " + j.status().message();
+    } else if ((*j)["config"] != config_) {
+      result->note = "ignored checkpoint " + ckpt_path_ + " of a run with other settings";
+    } else {
+      text = j->dump();
+    }
   }
-  if ((*j)["config"] != config_) {
-    result->note = "ignored checkpoint " + ckpt_path_ + " of a run with other settings";
-    return Status::ok();
-  }
+  GAMMA_RETURN_IF_ERROR(comm_->broadcast(text));
+  if (text.empty()) return Status::ok();
   auto damaged = [&](const std::string& why) {
     return Status::errorf("checkpoint {} is damaged ({}); delete it or pass --restart", ckpt_path_, why);
   };
-  auto ck = Checkpoint::from_json(*j, ckpt_path_);
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) return damaged("not JSON as received");
+  auto ck = Checkpoint::from_json(j, ckpt_path_);
   if (!ck.is_ok()) return damaged(ck.status().message());
   if (ck->modules.size() != mods_.size()) return damaged("module count differs");
   for (size_t i = 0; i < mods_.size(); ++i)
@@ -439,7 +465,20 @@ Status StageOne::resume(LearnResult* result) {
   return Status::ok();
 }
 
+Status StageOne::reduce(std::vector<double>& mse_layers) {
+  if (comm_->world_size() == 1) return Status::ok();
+  std::vector<double> buf = mse_layers;
+  for (const auto& g : gp_) buf.insert(buf.end(), g.begin(), g.end());
+  GAMMA_RETURN_IF_ERROR(comm_->all_reduce_sum(buf));
+  size_t at = 0;
+  for (double& v : mse_layers) v = buf[at++];
+  for (auto& g : gp_)
+    for (double& v : g) v = buf[at++];
+  return Status::ok();
+}
+
 Status StageOne::save_checkpoint(double seconds) const {
+  if (comm_->rank() != 0) return Status::ok();  // the state is the same on every rank
   Checkpoint c;
   c.config = config_;
   c.step = st_.step;
@@ -497,6 +536,7 @@ Status StageOne::enter_visit(int visit, const std::vector<int>& layers) {
     vy.resize(vx.size());
   }
   for (int l : layers) {
+    if (!owns(l)) continue;
     visit_.push_back(Resident{l, {}, {}});
     Resident& r = visit_.back();
     GAMMA_RETURN_IF_ERROR(load_layer(l, p_, r.mix, r.bufs));
@@ -542,15 +582,18 @@ Result<double> StageOne::layer_mse(int l, const std::vector<int>& seqs, const We
 Result<double> StageOne::eval_mse(const Weights& w) {
   std::vector<int> seqs;
   for (int b = 0; b < opt_.seqs; ++b) seqs.push_back(b);
-  double sum = 0;
+  std::vector<double> per_layer(size_t(L_), 0.0);
   for (int l = 0; l < L_; ++l) {
+    if (!owns(l)) continue;
     GAMMA_RETURN_IF_ERROR(cache_->read(l, seqs, x_.data()));
     GAMMA_RETURN_IF_ERROR(cache_->read(l + 1, seqs, y_.data()));
     std::array<ModuleMix, 7> mix;
     GAMMA_RETURN_IF_ERROR(load_layer(l, w, mix, bufs_));
-    GAMMA_ASSIGN_OR_RETURN(double m, stepper_->run(l, mix, x_.data(), y_.data(), opt_.seqs, 1.0, /*backward=*/false));
-    sum += m / double(L_);
+    GAMMA_ASSIGN_OR_RETURN(per_layer[size_t(l)], stepper_->run(l, mix, x_.data(), y_.data(), opt_.seqs, 1.0, /*backward=*/false));
   }
+  GAMMA_RETURN_IF_ERROR(comm_->all_reduce_sum(per_layer));
+  double sum = 0;
+  for (double m : per_layer) sum += m / double(L_);
   return sum;
 }
 
@@ -584,9 +627,12 @@ Result<double> StageOne::task_mse(int step, const std::vector<int>& seqs, const 
     GAMMA_RETURN_IF_ERROR(enter_visit(visit, layers));
     t_visit_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  double mse = 0;
+  std::vector<double> mse_layers(size_t(L_), 0.0);
+  size_t resident = 0;
+  int ran = 0;  // layers this process has run in this step
   for (size_t li = 0; li < layers.size(); ++li) {
     const int l = layers[li];
+    if (!owns(l)) continue;
     auto t0 = std::chrono::steady_clock::now();
     const double pre = t_io_ + t_dequant_;  // layer_mse adds its reads to these
     const double scale = 1.0 / double(k_step);
@@ -594,7 +640,8 @@ Result<double> StageOne::task_mse(int step, const std::vector<int>& seqs, const 
     if (visit < 0) {
       GAMMA_ASSIGN_OR_RETURN(mse_l, layer_mse(l, seqs, wmix, scale));
     } else {
-      Resident& r = visit_[li];
+      Resident& r = visit_[resident++];  // this rank's layers of the visit, in order
+      if (r.layer != l) return Status::errorf("visit holds layer {} where layer {} was expected", r.layer, l);
       set_weights(l, wmix, r.mix);
       if (opt_.forcing == Forcing::kSublayer) {  // the step's slice of the visit's sequences
         const int r0 = int(int64_t(step - visit_start(visit)) * opt_.seqs % opt_.visit_seqs);
@@ -606,10 +653,14 @@ Result<double> StageOne::task_mse(int step, const std::vector<int>& seqs, const 
       }
     }
     if (!std::isfinite(mse_l)) return Status::errorf("layer {} MSE is {} at step {}", l, mse_l, step);
-    mse += mse_l / double(k_step);
+    mse_layers[size_t(l)] = mse_l;
     t_layer_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - (t_io_ + t_dequant_ - pre);
-    if (opt_.on_layer_done) opt_.on_layer_done(step, int(li));
+    if (opt_.on_layer_done) opt_.on_layer_done(step, ran);
+    ++ran;
   }
+  GAMMA_RETURN_IF_ERROR(reduce(mse_layers));
+  double mse = 0;
+  for (int l : layers) mse += mse_layers[size_t(l)] / double(k_step);
   return mse;
 }
 
@@ -772,6 +823,7 @@ Result<json> StageOne::scores(const LearnResult& result) {
                                     {"visit_setup", t_visit_}}},
                   {"peak_rss_bytes", peak_rss_bytes()},
                   {"threads", opt_.n_threads},
+                  {"world_size", comm_->world_size()},
                   {"resumed_from_step", result.resumed_from}};
   return out;
 }
@@ -798,9 +850,11 @@ Result<LearnResult> learn(const LearnOptions& opt_in) {
   GAMMA_RETURN_IF_ERROR(stage->resume(&result));
   GAMMA_RETURN_IF_ERROR(stage->optimise());
   GAMMA_ASSIGN_OR_RETURN(json out, stage->scores(result));
-  GAMMA_RETURN_IF_ERROR(write_json(opt.out_path, out));
-  std::error_code ec;
-  fs::remove(opt.out_path + ".ckpt", ec);
+  if (opt.rank == 0) {
+    GAMMA_RETURN_IF_ERROR(write_json(opt.out_path, out));
+    std::error_code ec;
+    fs::remove(opt.out_path + ".ckpt", ec);
+  }
   result.scores = std::move(out);
   return result;
 }

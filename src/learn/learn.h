@@ -75,7 +75,7 @@ Result<E> parse_choice(const std::string& s) {
 
 struct LearnOptions {
   std::string pool_dir, teacher_path, out_path;
-  // Called after each layer of a step (step, index of the layer within the step): progress
+  // Called after each layer this process runs in a step (step, how many it ran before): progress
   // hooks and fault injection (the CLI's GAMMA_TEST_KILL_AT_STEP kills mid-step for the
   // resume test); the library itself never reads the environment for it.
   std::function<void(int step, int layer_in_step)> on_layer_done;
@@ -118,6 +118,13 @@ struct LearnOptions {
   double tau_end = 0;       // > 0: tau anneals exponentially to tau_end over the run
   Init init = Init::kTilt;  // tilt: start on the budget, no module preferred; uniform: pi = 0
   uint64_t seed = 0;
+  // Layer-sharded Stage I (learn/dist.h): this process is rank `rank` of `world_size` and
+  // owns a contiguous range of layers (equal shares: the layers of a model cost the same);
+  // one all-reduce per step; rank 0 writes the scores and the checkpoint. The scores equal a
+  // single process's bit for bit (each sum has one non-zero term per layer, in layer order).
+  int world_size = 1, rank = 0;
+  std::string rendezvous;     // tcp://HOST:PORT (rank 0 serves it) | file://PATH
+  double dist_timeout = 300;  // seconds a collective waits for the other ranks
   int n_threads = 0;        // 0: all cores
   int checkpoint_every = 10;
   bool restart = false;     // ignore a checkpoint of an earlier run
