@@ -10,6 +10,8 @@
 #include <random>
 #include <thread>
 
+#include <unistd.h>
+
 #include "gguf_model/model.h"
 #include "llama/log.h"
 #include "learn/candidates.h"
@@ -500,14 +502,18 @@ TEST(Learn, SublayerVisitsReachTheBudgetAndResumeIdentically) {
 }
 
 // Layer-sharded Stage I (--world-size, Gloo through LibTorch's c10d): two local ranks give
-// the scores of one process bit for bit (with layer sampling and with sublayer visits); a
+// the scores of one process bit for bit (with layer sampling over a FileStore, with sublayer
+// visits over a TCPStore); a
 // rank killed mid-run ends the other with one line at once, and both resume from rank 0's
 // checkpoint to the same scores; bad settings are one-line errors.
 TEST(Learn, TwoRanksEqualOneProcessAndSurviveAKilledRank) {
   TempDir dir;
   const std::string pool = make_pool(dir);
-  auto both = [&](const std::string& out, const std::string& flags, const std::string& env1 = "") {
-    const std::string rdv = " --world-size 2 --rendezvous file://" + (dir / ("rdv-" + std::to_string(std::rand())));
+  int job = 0;
+  auto both = [&](const std::string& out, const std::string& flags, const std::string& env1 = "", bool tcp = false) {
+    const std::string rdv = " --world-size 2 --rendezvous " +
+                            (tcp ? "tcp://127.0.0.1:" + std::to_string(20000 + ::getpid() % 20000)
+                                 : "file://" + (dir / ("rdv-" + std::to_string(++job))));
     const std::string cmd = learn_args(dir, pool, out) + flags + rdv;
     return gm::testing::run("(" + env1 + " " + gm::testing::gamma_cli() + " " + cmd + " --rank 1 > " + dir / "r1.log" +
                             " 2>&1; echo rank1=$? >> " + dir / "r1.log" + ") & " + gm::testing::gamma_cli() + " " + cmd +
@@ -518,7 +524,7 @@ TEST(Learn, TwoRanksEqualOneProcessAndSurviveAKilledRank) {
     const std::string a = dir / "one.json", b = dir / "two.json";
     auto ra = gm::testing::gamma(learn_args(dir, pool, a) + flags);
     ASSERT_EQ(ra.exit_code, 0) << ra.output;
-    auto rb = both(b, flags);
+    auto rb = both(b, flags, "", /*tcp=*/flags.find("sublayer") != std::string::npos);
     ASSERT_EQ(rb.exit_code, 0) << rb.output;
     EXPECT_NE(rb.output.find("rank 1 of 2 done"), std::string::npos) << rb.output;
     json ja = load(a), jb = load(b);
