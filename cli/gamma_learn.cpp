@@ -37,6 +37,14 @@ void add_common(CLI::App& app, std::string* pool, std::string* teacher, std::str
   app.add_flag("-q,--quiet", *quiet, "no progress bar");
 }
 
+// A layer-sharded job (learn/dist.h), for learn and hawq alike.
+void add_dist(CLI::App& app, int* world_size, int* rank, std::string* rendezvous, double* timeout) {
+  app.add_option("--world-size", *world_size, "processes of a layer-sharded job (each owns a contiguous range of layers)")->capture_default_str();
+  app.add_option("--rank", *rank, "this process's rank in 0..world-size-1 (rank 0 writes the scores)")->capture_default_str();
+  app.add_option("--rendezvous", *rendezvous, "where the ranks meet: tcp://HOST:PORT (rank 0 serves) or file://PATH (fresh per job)");
+  app.add_option("--dist-timeout", *timeout, "seconds a rank waits for the others before failing")->capture_default_str();
+}
+
 // CLI11 parse with gamma's one-line errors; returns -1 to go on, else the exit code.
 int parse(CLI::App& app, int argc, char** argv) {
   try {
@@ -81,10 +89,7 @@ int learn_main(int argc, char** argv) {
   app.add_option("--tau-end", o.tau_end, "anneal tau exponentially to this by the last step (0: fixed)")->capture_default_str();
   app.add_option("--init", init, "initial logits: tilt (on budget, no preference) or uniform")->capture_default_str();
   app.add_option("--seed", o.seed, "random seed (Gumbel noise, batches, layer samples)")->capture_default_str();
-  app.add_option("--world-size", o.world_size, "processes of a layer-sharded job (each owns a contiguous range of layers)")->capture_default_str();
-  app.add_option("--rank", o.rank, "this process's rank in 0..world-size-1 (rank 0 writes the scores)")->capture_default_str();
-  app.add_option("--rendezvous", o.rendezvous, "where the ranks meet: tcp://HOST:PORT (rank 0 serves) or file://PATH");
-  app.add_option("--dist-timeout", o.dist_timeout, "seconds a rank waits for the others before failing")->capture_default_str();
+  add_dist(app, &o.world_size, &o.rank, &o.rendezvous, &o.dist_timeout);
   app.add_option("--checkpoint-every", o.checkpoint_every, "write OUTPUT.ckpt every N steps")->capture_default_str();
   app.add_flag("--restart", o.restart, "ignore a checkpoint of an earlier run");
   if (int rc = parse(app, argc, argv); rc >= 0) return rc;
@@ -131,6 +136,7 @@ int hawq_main(int argc, char** argv) {
   add_common(app, &o.pool_dir, &o.teacher_path, &o.out_path, &o.seqs, &o.n_threads, &o.calib, &o.quiet);
   app.add_option("--samples", o.samples, "Hutchinson probes per layer")->capture_default_str();
   app.add_option("--seed", o.seed, "random seed of the probes")->capture_default_str();
+  add_dist(app, &o.world_size, &o.rank, &o.rendezvous, &o.dist_timeout);
   if (int rc = parse(app, argc, argv); rc >= 0) return rc;
   // Fault injection for the kill-and-resume test: SIGKILL once layer N is checkpointed.
   if (const char* k = std::getenv("GAMMA_TEST_KILL_AT_LAYER"); k && *k) {
@@ -141,6 +147,10 @@ int hawq_main(int argc, char** argv) {
   }
   auto r = hawq_scores(o);
   if (!r.is_ok()) return fail(r.status());
+  if (o.rank > 0) {
+    std::printf("rank %d of %d done: peak RSS %.1f MiB\n", o.rank, o.world_size, double(peak_rss_bytes()) / (1 << 20));
+    return 0;
+  }
   std::printf("%s: HAWQ-V2 scores of %zu modules (%d probes per layer, %.1f s)\n", o.out_path.c_str(),
               (*r)["modules"].size(), o.samples, (*r)["stats"]["seconds"].get<double>());
   return 0;

@@ -694,6 +694,37 @@ TEST(Hawq, KillAndRerunEndsIdentical) {
   EXPECT_FALSE(fs::exists(b + ".ckpt"));
 }
 
+// HAWQ-V2 sharded by layer: 2 ranks write the scores of one process; rank 1 killed after its
+// first layer (layer 2) fails rank 0 at the gather, and the rerun resumes rank 1 at layer 3.
+TEST(Hawq, TwoRanksEqualOneProcessAndResumePerRank) {
+  TempDir dir;
+  const std::string pool = make_pool(dir);
+  const std::string args = " --teacher " + gm::testing::stories260k() +
+                           " --seq-len 64 --calib-tokens 512 --seqs 2 --samples 4 -t 1 --seed 3 --cache-dir " + dir / "act";
+  const std::string a = dir / "a.json", b = dir / "b.json";
+  ASSERT_EQ(gm::testing::gamma("hawq " + pool + " -q -o " + a + args).exit_code, 0);
+  int job = 0;
+  auto both = [&](const std::string& env1) {
+    const std::string cmd = " hawq " + pool + " -q -o " + b + args + " --world-size 2 --rendezvous file://" +
+                            (dir / ("rdv-" + std::to_string(++job)));
+    return gm::testing::run("(" + env1 + " " + gm::testing::gamma_cli() + cmd + " --rank 1 > " + dir / "r1.log" +
+                            " 2>&1; echo rank1=$? >> " + dir / "r1.log" + ") & " + gm::testing::gamma_cli() + cmd +
+                            " --rank 0 2>&1; rc=$?; wait; cat " + dir / "r1.log" + "; exit $rc");
+  };
+  auto rk = both("GAMMA_TEST_KILL_AT_LAYER=2");
+  EXPECT_EQ(rk.exit_code, 1) << rk.output;
+  EXPECT_NE(rk.output.find("rank1=137"), std::string::npos) << rk.output;
+  EXPECT_FALSE(fs::exists(b));
+  EXPECT_TRUE(fs::exists(b + ".rank1.ckpt"));
+  auto rb = both("");
+  ASSERT_EQ(rb.exit_code, 0) << rb.output;
+  json ja = load(a), jb = load(b);
+  EXPECT_EQ(jb["stats"]["world_size"], 2);
+  EXPECT_EQ(ja["modules"], jb["modules"]);
+  EXPECT_FALSE(fs::exists(b + ".rank1.ckpt"));
+  EXPECT_FALSE(fs::exists(b + ".rank0.ckpt"));
+}
+
 // Processes sharing one cache directory: four hawq runs start at once on an empty cache; one
 // builds the activation cache, the others wait for it (a file lock) and read it; every run
 // writes the scores a run alone writes, and the cache holds one entry and no leftovers.

@@ -82,16 +82,18 @@ Status Comm::all_reduce_sum(std::vector<double>& v) {
   return Status::ok();
 }
 
-Status Comm::broadcast(std::string& s) {
+Status Comm::broadcast(std::string& s, int root) {
   if (world_ == 1) return Status::ok();
+  ::c10d::BroadcastOptions bo;
+  bo.rootRank = root;
   try {
     int64_t n = int64_t(s.size());
     std::vector<at::Tensor> len{at::from_blob(&n, {1}, at::TensorOptions().dtype(at::kLong))};
-    impl_->pg->broadcast(len)->wait();
+    impl_->pg->broadcast(len, bo)->wait();
     s.resize(size_t(n));
     if (n == 0) return Status::ok();
     std::vector<at::Tensor> data{at::from_blob(s.data(), {n}, at::TensorOptions().dtype(at::kByte))};
-    impl_->pg->broadcast(data)->wait();
+    impl_->pg->broadcast(data, bo)->wait();
   } catch (const std::exception& e) {
     return collective_error("broadcast", rank_, e);
   }

@@ -23,8 +23,8 @@ class Comm {
   int world_size() const { return world_; }
   // Element-wise sum over the ranks, in place (every rank passes the same length).
   Status all_reduce_sum(std::vector<double>& v);
-  // Rank 0's string, on every rank.
-  Status broadcast(std::string& s);
+  // Rank root's string, on every rank.
+  Status broadcast(std::string& s, int root = 0);
 
  private:
   struct Impl;

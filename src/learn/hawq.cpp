@@ -7,6 +7,7 @@
 
 #include "gguf_model/model.h"
 #include "learn/candidates.h"
+#include "learn/dist.h"
 #include "decoder/layer.h"
 #include "pool/manifest.h"
 #include "solve/scores.h"
@@ -24,6 +25,8 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
   opt.calib.n_threads = opt.n_threads;
   opt.calib.quiet = opt.quiet;
   GAMMA_RETURN_IF_ERROR(check_writable_dir(opt.out_path));
+  if (opt.world_size > 1 && opt.rendezvous.empty())
+    return Status::error("--world-size > 1 needs --rendezvous tcp://HOST:PORT or file://PATH");
   const auto t0 = std::chrono::steady_clock::now();
 
   GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(opt.pool_dir));
@@ -36,6 +39,10 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
   for (const auto& e : man.modules)
     if (teacher.find(e.name) < 0) return Status::errorf("teacher {} has no tensor {} (a teacher of another model?)", opt.teacher_path, e.name);
   GAMMA_ASSIGN_OR_RETURN(auto store, CandidateStore::open(man));
+  if (opt.world_size > man.n_layer) return Status::errorf("--world-size {} exceeds the {} layers", opt.world_size, man.n_layer);
+  GAMMA_ASSIGN_OR_RETURN(auto comm, Comm::connect(opt.rendezvous, opt.rank, opt.world_size, opt.dist_timeout));
+  const int lo = int(int64_t(opt.rank) * man.n_layer / opt.world_size);
+  const int hi = int(int64_t(opt.rank + 1) * man.n_layer / opt.world_size);
   GAMMA_ASSIGN_OR_RETURN(auto cache, ActivationCache::open_or_build(opt.teacher_path, opt.calib));
   if (opt.seqs > cache->n_seq())
     return Status::errorf("--seqs {} exceeds the {} calibration sequences (raise --calib-tokens)", opt.seqs, cache->n_seq());
@@ -51,19 +58,25 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
   // Resumable per layer: OUT.ckpt holds the finished layers' modules under a key of what
   // determines them; each layer draws its probes from its own seed, so a resumed run writes
   // the same scores as an uninterrupted one (at the same thread count).
-  const std::string ckpt_path = opt.out_path + ".ckpt";
+  const std::string ckpt_path =
+      opt.out_path + (opt.world_size > 1 ? ".rank" + std::to_string(opt.rank) : std::string()) + ".ckpt";
   json key = {{"schema", "gamma.hawq.checkpoint"}, {"version", 1}, {"pool_manifest_sha256", pool_sha},
               {"teacher_fingerprint", teacher.fingerprint()}, {"samples", opt.samples}, {"seqs", opt.seqs},
               {"seed", opt.seed}, {"activations", cache->key()}};
+  // Every rank must run rank 0's job; each checkpoints its own layers.
+  std::string job = opt.rank == 0 ? key.dump() : std::string();
+  GAMMA_RETURN_IF_ERROR(comm->broadcast(job));
+  if (job != key.dump()) return Status::errorf("rank {} was started with other settings, pool or teacher than rank 0", opt.rank);
+  if (opt.world_size > 1) key["layers"] = {lo, hi};
   json modules = json::object();
-  int first = 0;
+  int first = lo;
   double seconds_before = 0;
   if (auto text = read_file(ckpt_path); text.is_ok()) {
     json ck = json::parse(*text, nullptr, false);
     bool same = ck.is_object() && ck.contains("modules") && ck["modules"].is_object() && ck.contains("layers_done") &&
                 ck["layers_done"].is_number_integer() && ck.contains("seconds") && ck["seconds"].is_number();
     for (const auto& [k, v] : key.items()) same = same && ck.contains(k) && ck[k] == v;
-    if (same && ck["layers_done"].get<int>() >= 0 && ck["layers_done"].get<int>() <= L) {
+    if (same && ck["layers_done"].get<int>() >= lo && ck["layers_done"].get<int>() <= hi) {
       modules = ck["modules"];
       first = ck["layers_done"].get<int>();
       seconds_before = ck["seconds"].get<double>();
@@ -73,8 +86,8 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
   auto elapsed = [&] { return seconds_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
 
   std::unique_ptr<Progress> bar;
-  if (!opt.quiet) bar = std::make_unique<Progress>("hawq", L);
-  for (int l = first; l < L; ++l) {
+  if (!opt.quiet) bar = std::make_unique<Progress>("hawq", hi - lo);
+  for (int l = first; l < hi; ++l) {
     at::manual_seed(opt.seed * 1000003ULL + uint64_t(l));
     GAMMA_RETURN_IF_ERROR(cache->read(l, seqs, x.data()));
     GAMMA_RETURN_IF_ERROR(cache->read(l + 1, seqs, y.data()));
@@ -135,9 +148,23 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
     ck["modules"] = modules;
     GAMMA_RETURN_IF_ERROR(write_file_atomic_nosync(ckpt_path, ck.dump() + "\n"));
     if (opt.on_layer_done) opt.on_layer_done(l);
-    if (bar) bar->update(l + 1);
+    if (bar) bar->update(l + 1 - lo);
   }
   if (bar) bar->finish();
+  // Rank 0 gathers every rank's layers (one broadcast per rank; the scores are small).
+  for (int r = 1; r < opt.world_size; ++r) {
+    std::string part = opt.rank == r ? modules.dump() : std::string();
+    GAMMA_RETURN_IF_ERROR(comm->broadcast(part, r));
+    if (opt.rank == 0) {
+      json pj = json::parse(part, nullptr, false);
+      if (!pj.is_object()) return Status::errorf("rank {} sent unreadable scores", r);
+      for (auto& [name, m] : pj.items()) modules[name] = m;
+    }
+  }
+  if (opt.rank != 0) {
+    std::remove(ckpt_path.c_str());
+    return json::object();
+  }
 
   solve::Scores sc;  // Stage II's input; the traces and perturbations ride along per module
   sc.method = "hawq";
@@ -153,7 +180,8 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
                             {"calib_tokens", opt.calib.calib_tokens}, {"seq_len", opt.calib.seq_len},
                             {"calib_files", opt.calib.text_files}, {"activations", {{"key", cache->key()}}},
                             {"score", "-Tr(H)/n * ||W_b - W||^2 (HAWQ-V2), H of the teacher-forced layer MSE"}};
-  out["stats"] = {{"seconds", elapsed()}, {"threads", opt.n_threads}, {"resumed_at_layer", first}};
+  out["stats"] = {{"seconds", elapsed()}, {"threads", opt.n_threads}, {"resumed_at_layer", first},
+                  {"world_size", opt.world_size}};
   GAMMA_RETURN_IF_ERROR(write_json(opt.out_path, out));
   std::remove(ckpt_path.c_str());
   return out;

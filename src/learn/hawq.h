@@ -5,7 +5,8 @@
 // the sensitivity of candidate b is Omega_b = Tr(H) / n * ||W_b - W||^2, and SCORES.json gets
 // score = -Omega (Stage II maximises it under the budget). Resumable per layer (OUT.ckpt);
 // each layer's probes come from its own seed (seed, layer), so a resumed run ends with the
-// scores of an uninterrupted one at the same thread count.
+// scores of an uninterrupted one at the same thread count. Returns the scores (rank 0) or an
+// empty object (other ranks).
 #pragma once
 #include <functional>
 #include <string>
@@ -24,6 +25,12 @@ struct HawqOptions {
   int n_threads = 0;
   CalibOptions calib;
   bool quiet = false;
+  // Layer-sharded (learn/dist.h): rank `rank` of `world_size` scores a contiguous range of
+  // layers, resumable per rank (OUT.rankR.ckpt); rank 0 gathers and writes SCORES.json, the
+  // same bytes as one process (each layer's probes come from its own seed).
+  int world_size = 1, rank = 0;
+  std::string rendezvous;
+  double dist_timeout = 300;
   // Called after each layer's checkpoint (fault injection: the CLI's GAMMA_TEST_KILL_AT_LAYER).
   std::function<void(int layer)> on_layer_done;
 };
