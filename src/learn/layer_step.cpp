@@ -45,7 +45,7 @@ struct LayerStep::Impl {
     const HParams& hp = model->hparams();
     return {hp.n_embd, hp.n_embd, hp.n_embd, hp.n_embd_q(), hp.n_embd, hp.n_embd, hp.n_ff};
   }
-  // The teacher's weight of layer il, kind k (kept for modules without pool candidates).
+  // The teacher's weight of layer il, kind k, a module without pool candidates (kept).
   Result<at::Tensor> teacher_weight(int il, int k, const std::array<ModuleMix, 7>& mods);
 
   // Layer il's linear weights: W_mix = sum_b p_b W_b (requiring grad when `grad`), or the
@@ -78,7 +78,6 @@ Result<at::Tensor> LayerStep::Impl::teacher_weight(int il, int k, const std::arr
     GAMMA_ASSIGN_OR_RETURN(auto all, model->layer_weights(il));
     for (int j = 0; j < kNumLinear; ++j)
       if (mods[size_t(j)].cands.empty()) teacher_w[{il, j}] = all[size_t(j)];
-    if (!teacher_w.count(key)) return all[size_t(k)];  // a module with candidates: not kept
   }
   return teacher_w[key];
 }

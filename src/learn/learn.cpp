@@ -63,11 +63,11 @@ std::vector<int> batch_of(uint64_t seed, int step, int B, int n_seq, Stream stre
 }
 
 // The layers of a step: all, or k drawn without replacement (each with probability k/L), sorted.
-std::vector<int> layers_of(uint64_t seed, int step, int L, int k, Stream stream = kLayers) {
+std::vector<int> layers_of(uint64_t seed, int step, int L, int k) {
   std::vector<int> layers(static_cast<size_t>(L));
   for (int l = 0; l < L; ++l) layers[size_t(l)] = l;
   if (k < L) {
-    Rng r(seed, uint64_t(step), stream);
+    Rng r(seed, uint64_t(step), kLayers);
     for (int i = 0; i < k; ++i) std::swap(layers[size_t(i)], layers[size_t(i) + size_t(r.below(uint64_t(L - i)))]);
     layers.resize(size_t(k));
     std::sort(layers.begin(), layers.end());
