@@ -114,6 +114,13 @@ int learn_main(int argc, char** argv) {
       if (step == kill_at && layer_in_step == 0) std::raise(SIGKILL);
     };
   }
+  // ... and after the Nth sequence of building the activation cache.
+  if (const char* k = std::getenv("GAMMA_TEST_KILL_AT_SEQUENCE"); k && *k) {
+    const int kill_at = std::atoi(k);
+    o.calib.on_sequence = [kill_at](int done) {
+      if (done == kill_at) std::raise(SIGKILL);
+    };
+  }
   auto r = learn(o);
   if (!r.is_ok()) return fail(r.status());
   if (o.rank > 0) {  // rank 0 reports the scores

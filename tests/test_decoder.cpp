@@ -263,3 +263,66 @@ TEST(Model, ActivationCacheMatchesLibllamaAndResumes) {
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("too short"), std::string::npos) << bad.status().message();
 }
+
+// A layer-sharded job's rank needs only the boundaries of its layers: an entry built for a
+// range holds just those files, a later range adds the rest to the same entry, a part copied
+// from another machine is read as it is, and every file equals the whole cache's.
+TEST(Model, ActivationCacheByRanges) {
+  TempDir dir;
+  CalibOptions opt;
+  opt.calib_tokens = 3 * 64;
+  opt.seq_len = 64;
+  opt.n_threads = 2;
+  opt.quiet = true;
+  opt.cache_root = dir / "whole";
+  auto whole = ActivationCache::open_or_build(gm::testing::stories260k(), opt);
+  ASSERT_TRUE(whole.is_ok()) << whole.status().message();
+  const std::string key = (*whole)->key();
+  auto h = [](const std::string& d, int b) { return d + "/h" + std::to_string(b) + ".bin"; };
+
+  CalibOptions r = opt;
+  r.cache_root = dir / "ranged";
+  r.first_boundary = 0;
+  r.last_boundary = 2;
+  auto lo = ActivationCache::open_or_build(gm::testing::stories260k(), r);
+  ASSERT_TRUE(lo.is_ok()) << lo.status().message();
+  EXPECT_EQ((*lo)->key(), key);
+  for (int b = 0; b <= 5; ++b) EXPECT_EQ(fs::exists(h((*lo)->dir(), b)), b <= 2) << b;
+  std::vector<float> x(64 * 64);
+  EXPECT_TRUE((*lo)->read(2, {1}, x.data()).is_ok());
+  auto outside = (*lo)->read(3, {1}, x.data());
+  ASSERT_FALSE(outside.is_ok());
+  EXPECT_NE(outside.message().find("not in this activation cache's part (0..2)"), std::string::npos) << outside.message();
+  r.first_boundary = 2;
+  r.last_boundary = -1;
+  auto hi = ActivationCache::open_or_build(gm::testing::stories260k(), r);
+  ASSERT_TRUE(hi.is_ok()) << hi.status().message();
+  EXPECT_EQ((*hi)->dir(), (*lo)->dir());
+  EXPECT_FALSE(fs::exists((*hi)->dir() + ".partial"));
+  for (int b = 0; b <= 5; ++b) EXPECT_EQ(*read_file(h((*hi)->dir(), b)), *read_file(h((*whole)->dir(), b))) << b;
+
+  // A part copied from elsewhere (meta, tokens and boundaries 3..4) is used as it is.
+  const std::string copy = dir / "copy" + "/" + key;
+  fs::create_directories(copy);
+  for (const std::string f : {"/meta.json", "/tokens.bin", "/h3.bin", "/h4.bin"})
+    fs::copy_file((*whole)->dir() + f, copy + f);
+  std::string marked = *read_file(h(copy, 3));
+  marked[0] ^= 1;
+  ASSERT_TRUE(write_file_atomic(h(copy, 3), marked).is_ok());
+  CalibOptions c = opt;
+  c.cache_root = dir / "copy";
+  c.first_boundary = 3;
+  c.last_boundary = 4;
+  auto part = ActivationCache::open_or_build(gm::testing::stories260k(), c);
+  ASSERT_TRUE(part.is_ok()) << part.status().message();
+  EXPECT_EQ(*read_file(h(copy, 3)), marked) << "the copied part was not rebuilt";
+  EXPECT_FALSE(fs::exists(h(copy, 2)));
+
+  for (auto [a, b] : {std::pair{3, 2}, std::pair{-1, 2}, std::pair{0, 6}}) {
+    c.first_boundary = a;
+    c.last_boundary = b;
+    auto bad = ActivationCache::open_or_build(gm::testing::stories260k(), c);
+    ASSERT_FALSE(bad.is_ok()) << a << ".." << b;
+    EXPECT_NE(bad.status().message().find("outside the teacher's 0..5"), std::string::npos) << bad.status().message();
+  }
+}

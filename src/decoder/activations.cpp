@@ -56,6 +56,10 @@ std::vector<std::string> default_calibration_files() {
           fs::weakly_canonical(root + "/text/wiki.valid.tokens").string()};
 }
 
+std::string activation_cache_root(const CalibOptions& opt) {
+  return opt.cache_root.empty() ? cache_dir() + "/activations" : opt.cache_root;
+}
+
 Result<std::vector<std::vector<int32_t>>> calibration_sequences(LlamaRunner& runner, const CalibOptions& opt) {
   const auto files = opt.text_files.empty() ? default_calibration_files() : opt.text_files;
   const int seq_len = opt.seq_len;
@@ -120,22 +124,43 @@ Result<std::unique_ptr<ActivationCache>> ActivationCache::open_or_build(const st
   k["dtype"] = opt.f32 ? "f32" : "f16";
   const std::string kstr = k.dump();
   const std::string key = sha256_hex(kstr.data(), kstr.size()).substr(0, 24);
-  const std::string root = opt.cache_root.empty() ? cache_dir() + "/activations" : opt.cache_root;
+  const std::string root = activation_cache_root(opt);
   const std::string dir = root + "/" + key;
+
+  const int L = teacher->n_layer();
+  const int first = opt.first_boundary, last = opt.last_boundary < 0 ? L : opt.last_boundary;
+  if (first < 0 || first > last || last > L)
+    return Status::errorf("activation boundaries {}..{} are outside the teacher's 0..{}", first, last, L);
+  // The boundaries of the range this entry lacks (all of them when it has no meta.json yet).
+  auto missing = [&] {
+    std::vector<int> m;
+    const bool meta = fs::exists(dir + "/meta.json");
+    for (int b = first; b <= last; ++b)
+      if (!meta || !fs::exists(boundary_file(dir, b))) m.push_back(b);
+    return m;
+  };
 
   std::error_code ec;
   std::optional<FileLock> lock;  // held while this process builds the entry
-  if (!fs::exists(dir + "/meta.json")) {
+  if (!missing().empty()) {
     fs::create_directories(root, ec);
     if (ec) return Status::errorf("cannot create {}: {}", root, ec.message());
     // Another gamma may be building the same entry: wait for it, then use what it published.
     GAMMA_ASSIGN_OR_RETURN(FileLock l, FileLock::acquire(dir + ".lock"));
     lock.emplace(std::move(l));
   }
-  if (!fs::exists(dir + "/meta.json")) {
+  if (const std::vector<int> todo = missing(); !todo.empty()) {
     const std::string part = dir + ".partial";
+    // A partial build of another set of boundaries cannot be resumed: start it over.
+    std::string set;
+    for (int b : todo) set += std::to_string(b) + " ";
+    std::string all;  // a partial without the record (an older gamma's) built every boundary
+    for (int b = 0; b <= L; ++b) all += std::to_string(b) + " ";
+    auto prev = read_file(part + "/boundaries");
+    if ((prev.is_ok() ? *prev : all) != set) fs::remove_all(part, ec);
     fs::create_directories(part, ec);
     if (ec) return Status::errorf("cannot create {}: {}", part, ec.message());
+    GAMMA_RETURN_IF_ERROR(write_file_atomic_nosync(part + "/boundaries", set));
 
     GAMMA_ASSIGN_OR_RETURN(auto runner, LlamaRunner::open(teacher_path, opt.seq_len, opt.n_threads));
     GAMMA_ASSIGN_OR_RETURN(auto seqs, calibration_sequences(*runner, opt));
@@ -149,7 +174,7 @@ Result<std::unique_ptr<ActivationCache>> ActivationCache::open_or_build(const st
     if (auto d = read_file(part + "/done"); d.is_ok()) done = std::max(0, std::min(n_seq, std::atoi(d->c_str())));
     std::vector<int> fds;
     auto close_all = [&] { for (int fd : fds) ::close(fd); fds.clear(); };
-    for (int b = 0; b <= n_layer; ++b) {
+    for (int b : todo) {
       const std::string p = boundary_file(part, b);
       int fd = ::open(p.c_str(), O_RDWR | O_CREAT, 0644);
       if (fd < 0) { close_all(); return Status::errorf("cannot write {}: {}", p, std::strerror(errno)); }
@@ -165,7 +190,8 @@ Result<std::unique_ptr<ActivationCache>> ActivationCache::open_or_build(const st
     std::vector<uint8_t> buf(seq_bytes);
     for (int s = done; s < n_seq; ++s) {
       Status st = runner->run(seqs[size_t(s)], &cap, /*want_hidden=*/true, /*want_logits=*/false);
-      for (int b = 0; st.is_ok() && b <= n_layer; ++b) {
+      for (size_t i = 0; st.is_ok() && i < todo.size(); ++i) {
+        const int b = todo[i];
         const auto& h = cap.hidden[size_t(b)];
         for (float v : h)
           if (!std::isfinite(v) || (!opt.f32 && std::fabs(v) > 65504.0f)) {
@@ -176,33 +202,44 @@ Result<std::unique_ptr<ActivationCache>> ActivationCache::open_or_build(const st
         if (!st.is_ok()) break;
         if (opt.f32) std::memcpy(buf.data(), h.data(), seq_bytes);
         else ggml_fp32_to_fp16_row(h.data(), reinterpret_cast<ggml_fp16_t*>(buf.data()), int64_t(h.size()));
-        st = pwrite_all(fds[size_t(b)], buf.data(), seq_bytes, seq_bytes * uint64_t(s), boundary_file(part, b));
+        st = pwrite_all(fds[i], buf.data(), seq_bytes, seq_bytes * uint64_t(s), boundary_file(part, b));
       }
       // "done" moves on only after the sequence's data is written (to the page cache: a
       // killed process loses nothing; fsync here cost seconds per sequence on a busy disk).
       if (st.is_ok()) st = write_file_atomic_nosync(part + "/done", std::to_string(s + 1));
       if (!st.is_ok()) { close_all(); return st; }
       if (bar) bar->update(s + 1);
+      if (opt.on_sequence) opt.on_sequence(s + 1);
     }
     close_all();
     if (bar) bar->finish();
 
-    std::string tok_bytes(size_t(n_seq) * size_t(opt.seq_len) * sizeof(int32_t), '\0');
-    for (int s = 0; s < n_seq; ++s)
-      std::memcpy(&tok_bytes[size_t(s) * size_t(opt.seq_len) * 4], seqs[size_t(s)].data(), size_t(opt.seq_len) * 4);
-    GAMMA_RETURN_IF_ERROR(write_file_atomic(part + "/tokens.bin", tok_bytes));
-    json meta = json_header(kSchema, kVersion);
-    meta["key"] = key;
-    meta["settings"] = k;
-    meta["teacher_path"] = fs::absolute(teacher_path).string();
-    meta["text_files"] = files;
-    meta["n_layer"] = n_layer;
-    meta["n_embd"] = n_embd;
-    GAMMA_RETURN_IF_ERROR(write_json(part + "/meta.json", meta));
-    fs::remove(part + "/done", ec);
-    fs::remove_all(dir, ec);  // a stale directory without meta.json
-    fs::rename(part, dir, ec);
-    if (ec) return Status::errorf("cannot publish {}: {}", dir, ec.message());
+    if (!fs::exists(dir + "/meta.json")) {
+      std::string tok_bytes(size_t(n_seq) * size_t(opt.seq_len) * sizeof(int32_t), '\0');
+      for (int s = 0; s < n_seq; ++s)
+        std::memcpy(&tok_bytes[size_t(s) * size_t(opt.seq_len) * 4], seqs[size_t(s)].data(), size_t(opt.seq_len) * 4);
+      GAMMA_RETURN_IF_ERROR(write_file_atomic(part + "/tokens.bin", tok_bytes));
+      json meta = json_header(kSchema, kVersion);
+      meta["key"] = key;
+      meta["settings"] = k;
+      meta["teacher_path"] = fs::absolute(teacher_path).string();
+      meta["text_files"] = files;
+      meta["n_layer"] = n_layer;
+      meta["n_embd"] = n_embd;
+      GAMMA_RETURN_IF_ERROR(write_json(part + "/meta.json", meta));
+      fs::remove(part + "/done", ec);
+      fs::remove(part + "/boundaries", ec);
+      fs::remove_all(dir, ec);  // a stale directory without meta.json
+      fs::rename(part, dir, ec);
+      if (ec) return Status::errorf("cannot publish {}: {}", dir, ec.message());
+    } else {
+      // The entry exists: add the new boundaries to it, each file by an atomic rename.
+      for (int b : todo) {
+        fs::rename(boundary_file(part, b), boundary_file(dir, b), ec);
+        if (ec) return Status::errorf("cannot publish {}: {}", boundary_file(dir, b), ec.message());
+      }
+      fs::remove_all(part, ec);
+    }
   }
 
   GAMMA_ASSIGN_OR_RETURN(json meta, read_json(dir + "/meta.json", kSchema, kVersion));
@@ -223,7 +260,9 @@ Result<std::unique_ptr<ActivationCache>> ActivationCache::open_or_build(const st
   if (tb.size() != size_t(c->n_seq_) * size_t(c->seq_len_) * 4) return Status::errorf("{}/tokens.bin has the wrong size", dir);
   c->tokens_.resize(tb.size() / 4);
   std::memcpy(c->tokens_.data(), tb.data(), tb.size());
-  for (int b = 0; b <= c->n_layer_; ++b) {
+  if (c->n_layer_ != L) return Status::errorf("{}/meta.json has {} layers, the teacher {}", dir, c->n_layer_, L);
+  c->first_ = first;
+  for (int b = first; b <= last; ++b) {
     const std::string p = boundary_file(dir, b);
     auto sz = file_size(p);
     if (!sz.is_ok() || *sz != seq_bytes * uint64_t(c->n_seq_))
@@ -236,15 +275,17 @@ Result<std::unique_ptr<ActivationCache>> ActivationCache::open_or_build(const st
 }
 
 Status ActivationCache::read(int b, const std::vector<int>& seqs, float* dst) const {
-  if (b < 0 || b > n_layer_) return Status::errorf("no layer boundary {} in the activation cache", b);
+  if (b < first_ || b >= first_ + int(fds_.size()))
+    return Status::errorf("layer boundary {} is not in this activation cache's part ({}..{})", b, first_,
+                          first_ + int(fds_.size()) - 1);
   const size_t n = size_t(seq_len_) * size_t(n_embd_);
   std::vector<ggml_fp16_t> tmp(f32_ ? 0 : n);
   for (size_t i = 0; i < seqs.size(); ++i) {
     const uint64_t off = uint64_t(seqs[i]) * n * (f32_ ? 4 : 2);
     float* out = dst + i * n;
     if (seqs[i] < 0 || seqs[i] >= n_seq_) return Status::errorf("no sequence {} in the activation cache", seqs[i]);
-    GAMMA_RETURN_IF_ERROR(f32_ ? pread_all(fds_[size_t(b)], out, n * 4, off, dir_)
-                               : pread_all(fds_[size_t(b)], tmp.data(), n * 2, off, dir_));
+    GAMMA_RETURN_IF_ERROR(f32_ ? pread_all(fds_[size_t(b - first_)], out, n * 4, off, dir_)
+                               : pread_all(fds_[size_t(b - first_)], tmp.data(), n * 2, off, dir_));
     if (!f32_) ggml_fp16_to_fp32_row(tmp.data(), out, int64_t(n));
   }
   return Status::ok();

@@ -5,7 +5,10 @@
 //
 // Layout of CACHE_ROOT/<key>/: meta.json (schema gamma.activations v1), tokens.bin (int32,
 // n_seq x seq_len) and h<B>.bin for boundary B = 0..n_layer (0: token embeddings, B: the
-// output of layer B-1), each n_seq x seq_len x n_embd.
+// output of layer B-1), each n_seq x seq_len x n_embd. An entry may hold only some boundaries
+// (a rank of a layer-sharded job needs those of its layers only): each h<B>.bin is complete
+// or absent, so an entry's part can be built where it is used or copied there with
+// meta.json and tokens.bin, and a later run that needs more builds the rest into it.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -25,11 +28,20 @@ struct CalibOptions {
   int n_threads = 0;                    // libllama threads (0: all cores)
   std::string cache_root;               // empty: cache_dir()/activations
   bool quiet = false;                   // no progress bar
+  // The boundaries this process needs, first..last (last < 0: through n_layer). The forward
+  // pass costs the same either way; a range saves the disk of the boundaries not needed.
+  int first_boundary = 0, last_boundary = -1;
+  // Called with the count of sequences built after each one: a heartbeat for a sharded job,
+  // and fault injection (the CLI's GAMMA_TEST_KILL_AT_SEQUENCE).
+  std::function<void(int done)> on_sequence;
 };
 
 // war-and-peace.txt and wiki.valid.tokens from ../shared/data/text ($GAMMA_SHARED_DATA, else
 // the shared data next to the working tree); never the evaluation text (wiki.test.raw).
 std::vector<std::string> default_calibration_files();
+
+// Where the cache entries of `opt` live: opt.cache_root, else cache_dir()/activations.
+std::string activation_cache_root(const CalibOptions& opt);
 
 class ActivationCache {
  public:
@@ -45,18 +57,18 @@ class ActivationCache {
   int64_t n_embd() const { return n_embd_; }
   int n_layer() const { return n_layer_; }
   const std::vector<int32_t>& tokens() const { return tokens_; }  // n_seq x seq_len
-  // Boundary `b` of the sequences `seqs`, converted to F32, into dst (seqs.size() x seq_len
-  // x n_embd floats).
+  // Boundary `b` (one of the opened range) of the sequences `seqs`, converted to F32, into
+  // dst (seqs.size() x seq_len x n_embd floats).
   Status read(int b, const std::vector<int>& seqs, float* dst) const;
 
  private:
   ActivationCache() = default;
   std::string dir_, key_;
-  int n_seq_ = 0, seq_len_ = 0, n_layer_ = 0;
+  int n_seq_ = 0, seq_len_ = 0, n_layer_ = 0, first_ = 0;
   int64_t n_embd_ = 0;
   bool f32_ = false;
   std::vector<int32_t> tokens_;
-  std::vector<int> fds_;  // one per boundary file
+  std::vector<int> fds_;  // one per boundary file of the range, from first_
 };
 
 // The calibration sequences for `opt` as the cache builds them (exposed for tests/bench):

@@ -43,7 +43,7 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
   GAMMA_ASSIGN_OR_RETURN(auto comm, Comm::connect(opt.rendezvous, opt.rank, opt.world_size, opt.dist_timeout));
   const int lo = int(int64_t(opt.rank) * man.n_layer / opt.world_size);
   const int hi = int(int64_t(opt.rank + 1) * man.n_layer / opt.world_size);
-  GAMMA_ASSIGN_OR_RETURN(auto cache, ActivationCache::open_or_build(opt.teacher_path, opt.calib));
+  GAMMA_ASSIGN_OR_RETURN(auto cache, open_cache_part(*comm, opt.teacher_path, opt.calib, lo, hi));
   if (opt.seqs > cache->n_seq())
     return Status::errorf("--seqs {} exceeds the {} calibration sequences (raise --calib-tokens)", opt.seqs, cache->n_seq());
   set_compute_threads(opt.n_threads);

@@ -322,7 +322,7 @@ Result<std::unique_ptr<StageOne>> StageOne::open(const LearnOptions& opt) {
   s->hi_ = int(int64_t(opt.rank + 1) * L / opt.world_size);
 
   // Teacher activations and the layer.
-  GAMMA_ASSIGN_OR_RETURN(s->cache_, ActivationCache::open_or_build(opt.teacher_path, opt.calib));
+  GAMMA_ASSIGN_OR_RETURN(s->cache_, open_cache_part(*s->comm_, opt.teacher_path, opt.calib, s->lo_, s->hi_));
   if (s->cache_->n_layer() != L) return Status::errorf("activation cache has {} layers, the pool {}", s->cache_->n_layer(), L);
   if (opt.seqs > s->cache_->n_seq())
     return Status::errorf("--seqs {} exceeds the {} calibration sequences (raise --calib-tokens)", opt.seqs, s->cache_->n_seq());
