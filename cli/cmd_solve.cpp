@@ -140,7 +140,7 @@ void add_solve(CLI::App& app) {
   c->add_option("--pin", o->pin, "PATTERN=ID: modules matching PATTERN (regex) use this candidate");
   c->add_option("--fixed", o->fixed, "TENSOR=TYPE: a non-linear tensor (token_embd.weight, output.weight) at TYPE instead of llama.cpp's default; the budget pays for it");
   c->add_option("--time-limit", o->time_limit, "seconds per budget before giving up the proof (gap reported)");
-  c->add_option("--transform", o->transform, "score, log or size-log: solve on log p or size-weighted log p of probability scores (Stage I's p)")->capture_default_str();
+  c->add_option("--transform", o->transform, "score, log, size-log or delta: solve on log p or size-weighted log p of probability scores (Stage I's p), or on -delta, Stage I's measured loss change (gamma learn --measure-every)")->capture_default_str();
   c->add_option("--fill", o->fill, "spend at least this fraction of the budget (e.g. 0.995): scores reused away from their learned target");
   c->add_flag("--require-optimal", o->require_optimal, "fail (write nothing) unless every plan is proven optimal");
   c->add_option("-o,--output", o->out, "plan JSON to write (a directory with --sweep)")->required();

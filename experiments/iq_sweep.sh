@@ -23,10 +23,10 @@ G=$root/build/cli/gamma; B=$root/build/bin
 MODEL=${MODEL:-qwen2.5-coder-1.5b}
 case $MODEL in
   qwen2.5-coder-1.5b) tag=qwen; title="Qwen2.5-Coder-1.5B Q4_K_M"
-    FIXED="o6e4:output.weight=Q6_K,token_embd.weight=Q4_K o5e4:output.weight=Q5_K,token_embd.weight=Q4_K o6e3:output.weight=Q6_K,token_embd.weight=IQ3_S"
+    FIXED=${FIXED:-"o6e4:output.weight=Q6_K,token_embd.weight=Q4_K o5e4:output.weight=Q5_K,token_embd.weight=Q4_K o6e3:output.weight=Q6_K,token_embd.weight=IQ3_S"}
     DEF_MIXES="IQ3_M Q3_K_M IQ2_XS IQ2_M IQ3_XXS IQ3_S IQ4_XS IQ4_NL Q2_K Q3_K_S Q3_K_L Q4_K_S" ;;
   smollm2-135m) tag=smollm2; title="SmolLM2-135M-Instruct Q4_1"
-    FIXED="eQ8_0:token_embd.weight=Q8_0 eQ5_1:token_embd.weight=Q5_1"
+    FIXED=${FIXED:-"eQ8_0:token_embd.weight=Q8_0 eQ5_1:token_embd.weight=Q5_1"}
     DEF_MIXES="IQ4_NL Q4_0 Q3_K_M IQ3_M" ;;
   *) echo "MODEL must be qwen2.5-coder-1.5b or smollm2-135m" >&2; exit 2 ;;
 esac
@@ -34,7 +34,7 @@ W=${WORK:-/tmp/gamma-$tag}; R=$root/results/iq_$tag
 mkdir -p $W/mixes $W/models $W/scores $R/plans $R/evals
 T=${THREADS:-2}; CH=${CHUNKS:-16}
 PHASES=${PHASES:-"teacher imatrix pool table mixes hawq learn sizes"}
-ALLOCS=${ALLOCS:-"static hawq gamma"}
+ALLOCS=${ALLOCS:-"static hawq gammad gamma"}
 ALL_TYPES=IQ2_XXS,IQ2_XS,IQ2_S,Q2_K,IQ3_XXS,IQ3_S,Q3_K,IQ4_XS,IQ4_NL,Q4_0,Q4_K,Q4_1,Q5_0,Q5_K,Q5_1,Q6_K,Q8_0
 MIXES=${MIXES:-$DEF_MIXES}
 TEACHER=$W/teacher-f32.gguf; IMX=$W/imatrix-mix.gguf; POOL_ALL=$W/pool-all
@@ -108,24 +108,27 @@ if has hawq && [ ! -f $R/hawq.json ]; then
 fi
 # 2b. GAMMA scores (issue 19's Stage I: hard samples, sub-layer forcing, layer visits) over
 # the default pool (`--types auto`: its files are pool-all's, linked, so nothing is quantized
-# twice), learned once at GAMMA_BPW and re-solved at every size: 1 + 28 x 4 x 64 steps, each layer
-# visited 4 times for 64 steps (4 x 256 tokens per step; bench/bench_learn, 3.0x the default
-# recipe's token-layers per second). Calibration: prose and code
-# (war-and-peace.txt, wiki.valid.tokens, the first 480,000 bytes of python-calib.txt).
+# twice), learned once at GAMMA_BPW and re-solved at every size (4 x 256 tokens per step;
+# bench/bench_learn, 3.0x the default recipe's token-layers per second). Every MEASURE-th step
+# also measures each candidate's loss change in the sampled assignment (solved as `gammad`,
+# --transform delta). The default schedule, 1 + 28 x VISIT steps (each layer visited once for
+# VISIT steps, 8 measurements each) on 16k tokens, fits a 3-hour session with the pool; the
+# issue's 64k tokens and 1 + 28 x 4 x 64 steps take ~4 h more here. Calibration: HAWQ's and the
+# imatrix's prose + code text (calib-mix.txt), never the validation texts that choose.
 POOL_AUTO=$W/pool-auto
-LEARN_STEPS=${LEARN_STEPS:-7169}; GAMMA_BPW=${GAMMA_BPW:-3.25}
+VISIT=${VISIT:-24}; MEASURE=${MEASURE:-3}; CALIB_TOKENS=${CALIB_TOKENS:-16384}
+LEARN_STEPS=${LEARN_STEPS:-$((1 + 28 * VISIT))}; GAMMA_BPW=${GAMMA_BPW:-3.25}
 if has learn && [ ! -f $R/gamma.json ]; then
   if [ ! -f $POOL_AUTO/manifest.json ]; then
     mkdir -p $POOL_AUTO
     for f in $POOL_ALL/cand-*; do ln -sf "$f" $POOL_AUTO/; done
     $G pool "$src" --types auto --imatrix $IMX -t $T -q -o $POOL_AUTO
   fi
-  head -c 480000 $txt/python-calib.txt > $W/calib-py-head.txt
   log "gamma learn ($LEARN_STEPS steps at $GAMMA_BPW bpw)"
-  $G learn $POOL_AUTO --teacher $TEACHER --calib $txt/war-and-peace.txt $txt/wiki.valid.tokens $W/calib-py-head.txt \
-    --calib-tokens 65536 --seq-len 256 --seqs 4 --bpw $GAMMA_BPW --steps $LEARN_STEPS --layers-per-step 1 \
-    --estimator st --forcing sublayer --visit-steps 64 --lr 0.01 --tau 1 --tau-end 0.05 --checkpoint-every 64 \
-    -t $T -q -o $W/scores/gamma.json
+  GAMMA_PROGRESS=1 $G learn $POOL_AUTO --teacher $TEACHER --calib $W/calib-mix.txt \
+    --calib-tokens $CALIB_TOKENS --seq-len 256 --seqs 4 --bpw $GAMMA_BPW --steps $LEARN_STEPS --layers-per-step 1 \
+    --estimator st --forcing sublayer --visit-steps $VISIT --measure-every $MEASURE --lr 0.05 --tau 1 --tau-end 0.05 \
+    --checkpoint-every 8 -t $T -o $W/scores/gamma.json  # GAMMA_PROGRESS=1: a progress line every few seconds
   cp $W/scores/gamma.json $R/gamma.json
 fi
 # 3. Every allocator at each mix's file size: one plan per tied-embedding type, the one with
@@ -152,6 +155,7 @@ if has sizes; then
         static) args="--score-from-manifest"; pool=$POOL_ALL ;;
         hawq) [ -f $R/hawq.json ] || continue; args="--scores $R/hawq.json"; pool=$POOL_ALL ;;
         gamma) [ -f $R/gamma.json ] || continue; args="--scores $R/gamma.json --transform size-log"; pool=$POOL_AUTO ;;
+        gammad) [ -f $R/gamma.json ] || continue; args="--scores $R/gamma.json --transform delta"; pool=$POOL_AUTO ;;
         *) args="--scores $R/$a.json --transform size-log"; pool=$POOL_ALL ;;  # other scores learned on pool-all
       esac
       best=""; bestk=""

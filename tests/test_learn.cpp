@@ -368,6 +368,55 @@ TEST_F(LayerGrad, VisitGradientMatchesFiniteDifferences) {
   step_->end_visits();
 }
 
+// The measured loss change (--measure-every) is exact: for every module and candidate, what
+// visit_deltas reports equals the sublayer loss with that module alone switched to the
+// candidate minus the loss of the assignment as it is (both run by visit_step), for a hard
+// (one-hot) assignment and for a mixture.
+TEST_F(LayerGrad, MeasuredLossChangeIsTheLossOfTheSwitchedAssignment) {
+  const int il = 1;
+  std::vector<float> x, y;
+  layer_io(il, x, y);
+  std::array<ModuleMix, 7> mixed;
+  std::array<std::vector<double>, 7> grads;
+  std::mt19937 rng(13);
+  layer_mix(il, rng, mixed, grads);
+  auto onehot = mixed;
+  for (int k = 0; k < 7; ++k) {
+    auto& p = onehot[size_t(k)].p;
+    std::fill(p.begin(), p.end(), 0.0);
+    p[size_t(k) % p.size()] = 1.0;
+  }
+  ASSERT_TRUE(step_->begin_visit(il, mixed, x.data(), y.data(), 2).is_ok());
+  int nonzero = 0;
+  for (const auto* base : {&onehot, &mixed}) {
+    std::array<std::vector<double>, 7> delta;
+    ASSERT_TRUE(step_->visit_deltas(il, *base, 1, 1, delta).is_ok());
+    auto loss = [&](std::array<ModuleMix, 7> m) {
+      auto r = step_->visit_step(il, m, 1, 1, 1.0, /*backward=*/false);
+      EXPECT_TRUE(r.is_ok());
+      return r.is_ok() ? *r : 0.0;
+    };
+    const double l0 = loss(*base);
+    for (int k = 0; k < 7; ++k) {
+      ASSERT_EQ(delta[size_t(k)].size(), (*base)[size_t(k)].p.size());
+      for (size_t b = 0; b < delta[size_t(k)].size(); ++b) {
+        auto m = *base;
+        std::fill(m[size_t(k)].p.begin(), m[size_t(k)].p.end(), 0.0);
+        m[size_t(k)].p[b] = 1.0;
+        const double want = loss(m) - l0;
+        EXPECT_NEAR(delta[size_t(k)][b], want, 2e-3 * std::fabs(want) + 1e-5 * l0) << kinds[k] << " candidate " << b;
+        if (base == &onehot && (*base)[size_t(k)].p[b] == 1.0) EXPECT_EQ(delta[size_t(k)][b], 0.0) << kinds[k];
+        nonzero += std::fabs(delta[size_t(k)][b]) > 1e-4 * l0;
+      }
+    }
+  }
+  EXPECT_GT(nonzero, 20);
+  std::array<std::vector<double>, 7> d;
+  EXPECT_FALSE(step_->visit_deltas(il, mixed, 1, 2, d).is_ok());  // rows outside the visit
+  step_->end_visits();
+  EXPECT_FALSE(step_->visit_deltas(il, mixed, 0, 1, d).is_ok());  // no visit
+}
+
 // The CE ablation's chain: forward through every layer, the KL of the final distribution
 // against the teacher's, backward layer by layer (recomputed). Its gradient with respect to
 // mixing weights in the first and the last layer matches central differences of the KL.
@@ -515,6 +564,64 @@ TEST(Learn, SublayerVisitsReachTheBudgetAndResumeIdentically) {
 // visits over a TCPStore); a
 // rank killed mid-run ends the other with one line at once, and both resume from rank 0's
 // checkpoint to the same scores; bad settings are one-line errors.
+// --measure-every: the scores carry each candidate's mean measured loss change (every module
+// measured, counts as the schedule says), a kill and rerun ends with the same ones, 2 ranks
+// write what one process writes, and `gamma solve --transform delta` solves on them: the
+// plan's summed loss change is the least the budget allows (no single swap of one module's
+// candidate for a cheaper-or-equal one lowers it).
+TEST(Learn, MeasuredLossChangesAreScoresThatSolve) {
+  TempDir dir;
+  const std::string pool = make_pool(dir);
+  const std::string flags = " --bpw 9.0 --steps 13 --layers-per-step 2 --visit-steps 4 --forcing sublayer --estimator st"
+                            " --measure-every 2 --checkpoint-every 4 --seed 4";
+  const std::string a = dir / "a.json", k = dir / "k.json";
+  auto ra = gm::testing::gamma(learn_args(dir, pool, a) + flags);
+  ASSERT_EQ(ra.exit_code, 0) << ra.output;
+  json ja = load(a);
+  EXPECT_EQ(ja["hyperparameters"]["measure_every"], 2);
+  int64_t measured = 0;
+  for (const auto& [name, m] : ja["modules"].items()) {
+    ASSERT_TRUE(m.contains("delta")) << name;
+    EXPECT_EQ(m["delta"].size(), m["score"].size()) << name;
+    measured += m["delta_n"].get<int64_t>();
+    double spread = 0;
+    for (const auto& [c, v] : m["delta"].items()) spread = std::max(spread, std::fabs(v.get<double>()));
+    if (m["delta"].size() > 1) EXPECT_GT(spread, 0.0) << name;  // ffn_down (172 wide): F16 only
+  }
+  // Steps 0 (all 5 layers), 2, 4, ..., 12 (2 layers each): (5 + 6 x 2) layers x 7 modules.
+  EXPECT_EQ(measured, (5 + 6 * 2) * 7);
+  auto rk = gm::testing::run("GAMMA_TEST_KILL_AT_STEP=10 " + gm::testing::gamma_cli() + " " + learn_args(dir, pool, k) + flags);
+  EXPECT_NE(rk.exit_code, 0);
+  auto rr = gm::testing::gamma(learn_args(dir, pool, k) + flags);
+  ASSERT_EQ(rr.exit_code, 0) << rr.output;
+  EXPECT_NE(rr.output.find("resumed at step 8"), std::string::npos) << rr.output;
+  EXPECT_EQ(ja["modules"], load(k)["modules"]);
+
+  const std::string plan = dir / "plan.json";
+  auto rs = gm::testing::gamma("solve --scores " + a + " --pool " + pool + " --transform delta --bpw 8.0 -o " + plan);
+  ASSERT_EQ(rs.exit_code, 0) << rs.output;
+  auto pj = read_json(plan, "gamma.plan", 1);
+  ASSERT_TRUE(pj.is_ok()) << pj.status().message();
+  auto man = Manifest::load(pool).value();
+  for (const auto& e : man.modules) {
+    const std::string id = (*pj)["modules"][e.name];
+    const double d = ja["modules"][e.name]["delta"][id].get<double>();
+    for (const auto& c : e.candidates)
+      if (c.bytes <= e.find(id)->bytes) EXPECT_GE(ja["modules"][e.name]["delta"][c.id].get<double>(), d - 1e-12) << e.name << " " << c.id;
+  }
+  // Scores without measurements are refused for --transform delta, in one line.
+  const std::string b = dir / "b.json";
+  ASSERT_EQ(gm::testing::gamma(learn_args(dir, pool, b) + " --bpw 9.0 --steps 2").exit_code, 0);
+  auto rn = gm::testing::gamma("solve --scores " + b + " --pool " + pool + " --transform delta --bpw 8.0 -o " + dir / "p2.json");
+  EXPECT_EQ(rn.exit_code, 1);
+  EXPECT_NE(rn.output.find("--transform delta needs measured loss changes"), std::string::npos) << rn.output;
+  EXPECT_EQ(std::count(rn.output.begin(), rn.output.end(), '\n'), 1) << rn.output;
+  EXPECT_FALSE(fs::exists(dir / "p2.json"));
+  auto rb = gm::testing::gamma(learn_args(dir, pool, b) + " --bpw 9.0 --steps 2 --measure-every 2");
+  EXPECT_EQ(rb.exit_code, 1);
+  EXPECT_NE(rb.output.find("needs --forcing sublayer"), std::string::npos) << rb.output;
+}
+
 TEST(Learn, TwoRanksEqualOneProcessAndSurviveAKilledRank) {
   TempDir dir;
   const std::string pool = make_pool(dir);
@@ -529,7 +636,7 @@ TEST(Learn, TwoRanksEqualOneProcessAndSurviveAKilledRank) {
                             " --rank 0 2>&1; rc=$?; wait; cat " + dir / "r1.log" + "; exit $rc");
   };
   for (const std::string flags : {std::string(" --bpw 9.0 --steps 12 --layers-per-step 3 --seed 5"),
-                                  std::string(" --bpw 9.0 --steps 9 --layers-per-step 2 --visit-steps 4 --forcing sublayer --estimator st")}) {
+                                  std::string(" --bpw 9.0 --steps 9 --layers-per-step 2 --visit-steps 4 --forcing sublayer --estimator st --measure-every 3")}) {
     const std::string a = dir / "one.json", b = dir / "two.json";
     auto ra = gm::testing::gamma(learn_args(dir, pool, a) + flags);
     ASSERT_EQ(ra.exit_code, 0) << ra.output;

@@ -55,6 +55,13 @@ Result<Checkpoint> Checkpoint::from_json(const json& j, const std::string& sourc
     GAMMA_ASSIGN_OR_RETURN(mod.v, finite_array(m, "v", source));
     if (mod.m.size() != mod.pi.size() || mod.v.size() != mod.pi.size())
       return bad(source, fmt::format("module {}: pi, m and v differ in length", mod.name));
+    if (m.contains("dsum")) {
+      GAMMA_ASSIGN_OR_RETURN(mod.dsum, finite_array(m, "dsum", source));
+      if (mod.dsum.size() != mod.pi.size()) return bad(source, fmt::format("module {}: dsum and pi differ in length", mod.name));
+      if (!m.contains("dn") || !m["dn"].is_number_integer() || m["dn"].get<int64_t>() < 0)
+        return bad(source, fmt::format("module {}: field 'dn' is not a count", mod.name));
+      mod.dn = m["dn"].get<int64_t>();
+    }
     c.modules.push_back(std::move(mod));
   }
   return c;
@@ -70,7 +77,10 @@ json Checkpoint::to_json() const {
   c["mse_eval_init"] = mse_eval_init;
   c["seconds"] = seconds;
   json ms = json::array();
-  for (const auto& m : modules) ms.push_back({{"name", m.name}, {"pi", m.pi}, {"m", m.m}, {"v", m.v}});
+  for (const auto& m : modules) {
+    ms.push_back({{"name", m.name}, {"pi", m.pi}, {"m", m.m}, {"v", m.v}});
+    if (!m.dsum.empty()) ms.back()["dsum"] = m.dsum, ms.back()["dn"] = m.dn;
+  }
   c["modules"] = ms;
   c["curve"] = curve;
   return c;

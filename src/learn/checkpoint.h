@@ -24,6 +24,10 @@ struct Checkpoint {
   struct Module {
     std::string name;
     std::vector<double> pi, m, v;  // logits and Adam moments, one per candidate
+    // --measure-every: the summed measured loss changes per candidate and their count
+    // (absent in older checkpoints: none yet).
+    std::vector<double> dsum;
+    int64_t dn = 0;
   };
   std::vector<Module> modules;
 

@@ -192,6 +192,37 @@ Status LayerStep::begin_visit(int il, const std::array<ModuleMix, 7>& mods, cons
   return Status::ok();
 }
 
+namespace {
+// The mixed outputs of a visit's cached kinds on rows [r0, r0 + n): p a leaf (requiring grad
+// when `grad`), Y = sum_b p_b Y_b (+ bias), as [n, T, n_out].
+Status mix_cached(const Visit& v, const LayerParams& lp, const std::array<ModuleMix, 7>& mods, int r0, int n, int64_t T,
+                  bool grad, std::array<at::Tensor, kNumLinear>& p, std::array<at::Tensor, kNumLinear>& y) {
+  for (int k = 0; k < kNumLinear; ++k) {
+    if (!LayerStep::cached_kind(k)) continue;
+    auto ys = v.out[size_t(k)].narrow(1, int64_t(r0) * T, int64_t(n) * T);
+    const auto& m = mods[size_t(k)];
+    if (m.cands.empty()) {
+      y[size_t(k)] = ys.select(0, 0);
+    } else {
+      if (int64_t(m.p.size()) != ys.size(0)) return Status::error("mixing weights and cached outputs differ in number");
+      std::vector<float> pf(m.p.begin(), m.p.end());
+      p[size_t(k)] = at::from_blob(pf.data(), {int64_t(pf.size())}, at::TensorOptions().dtype(at::kFloat)).clone();
+      if (grad) p[size_t(k)].requires_grad_(true);
+      y[size_t(k)] = at::tensordot(p[size_t(k)], ys, {0}, {0});
+    }
+    if (lp.bias[size_t(k)].defined()) y[size_t(k)] = y[size_t(k)] + lp.bias[size_t(k)];
+    y[size_t(k)] = y[size_t(k)].view({n, T, -1});
+  }
+  return Status::ok();
+}
+
+// mean((a - t)^2) - mean((b - t)^2) as mean((a - b)(a + b - 2t)), summed in double: a
+// candidate's loss change is often far below the float rounding of either loss.
+double mse_change(const at::Tensor& a, const at::Tensor& b, const at::Tensor& t) {
+  return ((a - b) * (a + b - 2 * t)).sum(at::kDouble).item<double>() / double(t.numel());
+}
+}  // namespace
+
 Result<double> LayerStep::visit_step(int il, std::array<ModuleMix, 7>& mods, int r0, int n, double scale,
                                      bool backward) {
   Impl& im = *impl_;
@@ -206,24 +237,8 @@ Result<double> LayerStep::visit_step(int il, std::array<ModuleMix, 7>& mods, int
   if (!backward) no_grad = std::make_unique<at::NoGradGuard>();
   // Weights: attn_output and ffn_down only (the cached kinds' candidates may be gone by now).
   GAMMA_ASSIGN_OR_RETURN(auto lw, im.weights(il, mods, backward, uint8_t(1 << kAttnOut | 1 << kFfnDown)));
-  // Mixed outputs of the cached kinds: p a leaf, Y = sum_b p_b Y_b (+ bias).
   std::array<at::Tensor, kNumLinear> p, y;
-  for (int k = 0; k < kNumLinear; ++k) {
-    if (!cached_kind(k)) continue;
-    auto ys = v.out[size_t(k)].narrow(1, int64_t(r0) * T, int64_t(n) * T);
-    const auto& m = mods[size_t(k)];
-    if (m.cands.empty()) {
-      y[size_t(k)] = ys.select(0, 0);
-    } else {
-      if (int64_t(m.p.size()) != ys.size(0)) return Status::error("mixing weights and cached outputs differ in number");
-      std::vector<float> pf(m.p.begin(), m.p.end());
-      p[size_t(k)] = at::from_blob(pf.data(), {int64_t(pf.size())}, at::TensorOptions().dtype(at::kFloat)).clone();
-      if (backward) p[size_t(k)].requires_grad_(true);
-      y[size_t(k)] = at::tensordot(p[size_t(k)], ys, {0}, {0});
-    }
-    if (lp.bias[size_t(k)].defined()) y[size_t(k)] = y[size_t(k)] + lp.bias[size_t(k)];
-    y[size_t(k)] = y[size_t(k)].view({n, T, -1});
-  }
+  GAMMA_RETURN_IF_ERROR(mix_cached(v, lp, mods, r0, n, T, backward, p, y));
   auto x = v.x.narrow(0, r0, n), h2t = v.h2.narrow(0, r0, n), yt = v.y.narrow(0, r0, n);
   auto o = attention(hp, lp, im.pos, y[kAttnQ], y[kAttnK], y[kAttnV]);
   auto h2 = x + linear(o, lw.w[kAttnOut], lp.bias[kAttnOut]);
@@ -242,6 +257,53 @@ Result<double> LayerStep::visit_step(int il, std::array<ModuleMix, 7>& mods, int
     for (size_t b = 0; b < m.cands.size(); ++b) (*m.grad)[b] += double(g[int64_t(b)].item<float>());
   }
   return mse.item<double>();
+}
+
+Status LayerStep::visit_deltas(int il, const std::array<ModuleMix, 7>& mods_in, int r0, int n,
+                               std::array<std::vector<double>, 7>& delta) {
+  Impl& im = *impl_;
+  const HParams& hp = im.model->hparams();
+  auto it = im.visits.find(il);
+  if (it == im.visits.end()) return Status::errorf("layer {} is not being visited", il);
+  const Visit& v = it->second;
+  const int64_t T = im.seq_len;
+  if (r0 < 0 || n < 1 || r0 + n > v.x.size(0)) return Status::errorf("rows {}..{} outside the visit", r0, r0 + n);
+  const LayerParams& lp = im.params[size_t(il)];
+  at::NoGradGuard no_grad;
+  std::array<ModuleMix, 7> mods = mods_in;  // weights() reads them only
+  GAMMA_ASSIGN_OR_RETURN(auto lw, im.weights(il, mods, false, uint8_t(1 << kAttnOut | 1 << kFfnDown)));
+  std::array<at::Tensor, kNumLinear> p, y;
+  GAMMA_RETURN_IF_ERROR(mix_cached(v, lp, mods, r0, n, T, false, p, y));
+  auto x = v.x.narrow(0, r0, n), h2t = v.h2.narrow(0, r0, n), yt = v.y.narrow(0, r0, n);
+  // The step's own outputs: the attention block's (h2) and the FFN's.
+  auto h2_of = [&](const std::array<at::Tensor, kNumLinear>& q, const at::Tensor& wo) {
+    return x + linear(attention(hp, lp, im.pos, q[kAttnQ], q[kAttnK], q[kAttnV]), wo, lp.bias[kAttnOut]);
+  };
+  auto ffn_of = [&](const at::Tensor& act, const at::Tensor& wd) { return h2t + linear(act, wd, lp.bias[kFfnDown]); };
+  const auto o = attention(hp, lp, im.pos, y[kAttnQ], y[kAttnK], y[kAttnV]);
+  const auto h2 = x + linear(o, lw.w[kAttnOut], lp.bias[kAttnOut]);
+  const auto act = at::silu(y[kFfnGate]) * y[kFfnUp];
+  const auto ffn = ffn_of(act, lw.w[kFfnDown]);
+  for (int k = 0; k < kNumLinear; ++k) {
+    const auto& m = mods[size_t(k)];
+    auto& d = delta[size_t(k)];
+    d.assign(m.cands.size(), 0.0);
+    for (size_t b = 0; b < m.cands.size(); ++b) {
+      if (!cached_kind(k)) {  // attn_output, ffn_down: the candidate's weight
+        const at::Tensor& wb = lw.cands[size_t(k)][b];
+        d[b] = k == kAttnOut ? mse_change(x + linear(o, wb, lp.bias[kAttnOut]), h2, h2t)
+                             : mse_change(ffn_of(act, wb), ffn, yt);
+        continue;
+      }
+      auto alt = y;  // q/k/v/gate/up: the candidate's cached output
+      alt[size_t(k)] = v.out[size_t(k)].select(0, int64_t(b)).narrow(0, int64_t(r0) * T, int64_t(n) * T);
+      if (lp.bias[size_t(k)].defined()) alt[size_t(k)] = alt[size_t(k)] + lp.bias[size_t(k)];
+      alt[size_t(k)] = alt[size_t(k)].view({n, T, -1});
+      d[b] = k <= kAttnV ? mse_change(h2_of(alt, lw.w[kAttnOut]), h2, h2t)
+                         : mse_change(ffn_of(at::silu(alt[kFfnGate]) * alt[kFfnUp], lw.w[kFfnDown]), ffn, yt);
+    }
+  }
+  return Status::ok();
 }
 
 void LayerStep::end_visits() { impl_->visits.clear(); }

@@ -44,6 +44,15 @@ class LayerStep {
   // module at begin_visit, repaid over the visit's steps.
   Status begin_visit(int il, const std::array<ModuleMix, 7>& mods, const float* x, const float* y, int n_seq);
   Result<double> visit_step(int il, std::array<ModuleMix, 7>& mods, int r0, int n, double scale, bool backward = true);
+  // The measured loss change of a visit's step (--measure-every): for every module with
+  // candidates, how this step's loss on rows [r0, r0 + n) changes when that module alone runs
+  // candidate b instead of its current weights (mods' p), every other module as it is:
+  // delta[k][b], exact (each alternative is run, no Taylor expansion), no gradients. Under
+  // hard samples the others are the sampled assignment, so its average over steps is the
+  // loss a candidate causes in the assignments Stage I converges to. Cost: one matmul (q/k/v:
+  // one attention) per candidate and module, about K times a step's forward.
+  Status visit_deltas(int il, const std::array<ModuleMix, 7>& mods, int r0, int n,
+                      std::array<std::vector<double>, 7>& delta);
   void end_visits();
   // Whether kind k's candidates are read only by begin_visit (their outputs are cached).
   static bool cached_kind(int k);

@@ -124,6 +124,9 @@ struct Mod {
   // State (checkpointed): logits and Adam moments. With K == 2 only pi[1] moves (pi[0] = 0):
   // the sigmoid form, p1 = sigmoid((pi1 + g1 - g0) / tau).
   std::vector<double> pi, m, v;
+  // --measure-every: summed measured loss change per candidate, and how many measurements.
+  std::vector<double> dsum;
+  int64_t dn = 0;
 };
 
 struct State {
@@ -187,6 +190,7 @@ json hyperparameters(const LearnOptions& o, const std::string& cache_key, int n_
   if (o.visit_steps > 1) h["visit_steps"] = o.visit_steps;
   if (o.forcing == Forcing::kSublayer) h["visit_seqs"] = o.visit_seqs;
   if (o.penalty == Penalty::kDnas) h["dnas"] = {{"beta", o.dnas_beta}, {"gamma", o.dnas_gamma}};
+  if (o.measure_every > 0) h["measure_every"] = o.measure_every;
   h["mse_unit"] = "step-0 MSE";
   h["calib_tokens"] = int64_t(n_seq) * o.calib.seq_len;
   h["seq_len"] = o.calib.seq_len;
@@ -219,6 +223,9 @@ Status validate(const LearnOptions& o) {
     return Status::error("--world-size > 1 needs --rendezvous tcp://HOST:PORT or file://PATH");
   if (o.world_size > 1 && o.objective == Objective::kCe)
     return Status::error("--objective ce chains all layers in one process: it takes no --world-size");
+  if (o.measure_every < 0) return Status::errorf("--measure-every must be >= 0 (got {})", o.measure_every);
+  if (o.measure_every > 0 && (o.forcing != Forcing::kSublayer || o.objective != Objective::kMse))
+    return Status::error("--measure-every measures with cached candidate outputs: it needs --forcing sublayer");
   if (o.checkpoint_every < 1) return Status::errorf("--checkpoint-every must be at least 1 (got {})", o.checkpoint_every);
   for (const auto& f : o.calib.text_files)
     if (fs::path(f).filename() == "wiki.test.raw")
@@ -250,7 +257,11 @@ class StageOne {
   int visit_start(int visit) const { return 1 + visit * opt_.visit_steps; }
   Status enter_visit(int visit, const std::vector<int>& layers);
   // One layer's task term on seqs, its candidates loaded here (no visit, or step 0).
-  Result<double> layer_mse(int l, const std::vector<int>& seqs, const Weights& w, double scale);
+  Result<double> layer_mse(int l, const std::vector<int>& seqs, const Weights& w, double scale, bool measure);
+  // Whether a step also measures its candidates' loss changes (--measure-every).
+  bool measured(int step) const { return opt_.measure_every > 0 && step % opt_.measure_every == 0; }
+  // Layer l's measured loss changes (rows r0.. of its visit) into dstep_.
+  Status measure(int l, const std::array<ModuleMix, 7>& mix, int r0);
   Result<double> eval_mse(const Weights& w);
   void sample(int step, double tau);
   Result<double> task_mse(int step, const std::vector<int>& seqs, const std::vector<int>& layers, int k_step,
@@ -297,8 +308,8 @@ class StageOne {
   int lo_ = 0, hi_ = 0;
   bool owns(int l) const { return l >= lo_ && l < hi_; }
   // Sums per-layer MSEs and every module's gradient over the ranks.
-  Status reduce(std::vector<double>& mse_layers);
-  Weights p_, pbar_, gp_, w_;
+  Status reduce(std::vector<double>& mse_layers, bool measure_now);
+  Weights p_, pbar_, gp_, w_, dstep_;  // dstep_: a measured step's loss changes (--measure-every)
   std::chrono::steady_clock::time_point t_start_;
   double t_dequant_ = 0, t_layer_ = 0, t_io_ = 0, t_visit_ = 0;
   int start_step_ = 0;
@@ -340,6 +351,11 @@ Result<std::unique_ptr<StageOne>> StageOne::open(const LearnOptions& opt) {
   s->pbar_.resize(n);
   s->gp_.resize(n);
   s->w_.resize(n);
+  s->dstep_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    s->dstep_[i].assign(s->mods_[i].K, 0.0);
+    if (opt.measure_every > 0) s->mods_[i].dsum.assign(s->mods_[i].K, 0.0);
+  }
   s->by_layer_.resize(size_t(L));
   for (auto& a : s->by_layer_) a.fill(-1);
   for (size_t i = 0; i < n; ++i) s->by_layer_[size_t(s->mods_[i].e->layer)][size_t(s->mods_[i].kind)] = int(i);
@@ -460,20 +476,25 @@ Status StageOne::resume(LearnResult* result) {
     mods_[i].pi = ck->modules[i].pi;
     mods_[i].m = ck->modules[i].m;
     mods_[i].v = ck->modules[i].v;
+    if (!ck->modules[i].dsum.empty()) mods_[i].dsum = ck->modules[i].dsum, mods_[i].dn = ck->modules[i].dn;
   }
   result->resumed_from = st_.step;
   return Status::ok();
 }
 
-Status StageOne::reduce(std::vector<double>& mse_layers) {
+Status StageOne::reduce(std::vector<double>& mse_layers, bool measure_now) {
   if (comm_->world_size() == 1) return Status::ok();
   std::vector<double> buf = mse_layers;
   for (const auto& g : gp_) buf.insert(buf.end(), g.begin(), g.end());
+  if (measure_now) for (const auto& d : dstep_) buf.insert(buf.end(), d.begin(), d.end());
   GAMMA_RETURN_IF_ERROR(comm_->all_reduce_sum(buf));
   size_t at = 0;
   for (double& v : mse_layers) v = buf[at++];
   for (auto& g : gp_)
     for (double& v : g) v = buf[at++];
+  if (measure_now)
+    for (auto& d : dstep_)
+      for (double& v : d) v = buf[at++];
   return Status::ok();
 }
 
@@ -488,7 +509,7 @@ Status StageOne::save_checkpoint(double seconds) const {
   c.mse_eval_init = st_.mse_eval_init;
   c.seconds = seconds;
   c.curve = st_.curve;
-  for (const auto& m : mods_) c.modules.push_back({m.e->name, m.pi, m.m, m.v});
+  for (const auto& m : mods_) c.modules.push_back({m.e->name, m.pi, m.m, m.v, m.dsum, m.dn});
   return c.save(ckpt_path_);
 }
 
@@ -560,7 +581,15 @@ Status StageOne::enter_visit(int visit, const std::vector<int>& layers) {
   return Status::ok();
 }
 
-Result<double> StageOne::layer_mse(int l, const std::vector<int>& seqs, const Weights& w, double scale) {
+Status StageOne::measure(int l, const std::array<ModuleMix, 7>& mix, int r0) {
+  std::array<std::vector<double>, 7> d;
+  GAMMA_RETURN_IF_ERROR(stepper_->visit_deltas(l, mix, r0, opt_.seqs, d));
+  for (int k = 0; k < 7; ++k)
+    if (const int mi = by_layer_[size_t(l)][size_t(k)]; mi >= 0) dstep_[size_t(mi)] = d[size_t(k)];
+  return Status::ok();
+}
+
+Result<double> StageOne::layer_mse(int l, const std::vector<int>& seqs, const Weights& w, double scale, bool measure_now) {
   auto t0 = std::chrono::steady_clock::now();
   GAMMA_RETURN_IF_ERROR(cache_->read(l, seqs, x_.data()));
   GAMMA_RETURN_IF_ERROR(cache_->read(l + 1, seqs, y_.data()));
@@ -573,6 +602,7 @@ Result<double> StageOne::layer_mse(int l, const std::vector<int>& seqs, const We
   if (opt_.forcing == Forcing::kLayer) return stepper_->run(l, mix, x_.data(), y_.data(), opt_.seqs, scale);
   GAMMA_RETURN_IF_ERROR(stepper_->begin_visit(l, mix, x_.data(), y_.data(), opt_.seqs));
   auto r = stepper_->visit_step(l, mix, 0, opt_.seqs, scale);
+  if (r.is_ok() && measure_now) GAMMA_RETURN_IF_ERROR(measure(l, mix, 0));
   stepper_->end_visits();
   return r;
 }
@@ -628,6 +658,7 @@ Result<double> StageOne::task_mse(int step, const std::vector<int>& seqs, const 
     t_visit_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   std::vector<double> mse_layers(size_t(L_), 0.0);
+  const bool measure_now = measured(step);
   size_t resident = 0;
   int ran = 0;  // layers this process has run in this step
   for (size_t li = 0; li < layers.size(); ++li) {
@@ -638,7 +669,7 @@ Result<double> StageOne::task_mse(int step, const std::vector<int>& seqs, const 
     const double scale = 1.0 / double(k_step);
     double mse_l;
     if (visit < 0) {
-      GAMMA_ASSIGN_OR_RETURN(mse_l, layer_mse(l, seqs, wmix, scale));
+      GAMMA_ASSIGN_OR_RETURN(mse_l, layer_mse(l, seqs, wmix, scale, measure_now));
     } else {
       Resident& r = visit_[resident++];  // this rank's layers of the visit, in order
       if (r.layer != l) return Status::errorf("visit holds layer {} where layer {} was expected", r.layer, l);
@@ -646,6 +677,7 @@ Result<double> StageOne::task_mse(int step, const std::vector<int>& seqs, const 
       if (opt_.forcing == Forcing::kSublayer) {  // the step's slice of the visit's sequences
         const int r0 = int(int64_t(step - visit_start(visit)) * opt_.seqs % opt_.visit_seqs);
         GAMMA_ASSIGN_OR_RETURN(mse_l, stepper_->visit_step(l, r.mix, r0, opt_.seqs, scale));
+        if (measure_now) GAMMA_RETURN_IF_ERROR(measure(l, r.mix, r0));
       } else {
         GAMMA_RETURN_IF_ERROR(cache_->read(l, seqs, x_.data()));
         GAMMA_RETURN_IF_ERROR(cache_->read(l + 1, seqs, y_.data()));
@@ -658,7 +690,16 @@ Result<double> StageOne::task_mse(int step, const std::vector<int>& seqs, const 
     if (opt_.on_layer_done) opt_.on_layer_done(step, ran);
     ++ran;
   }
-  GAMMA_RETURN_IF_ERROR(reduce(mse_layers));
+  GAMMA_RETURN_IF_ERROR(reduce(mse_layers, measure_now));
+  if (measure_now)  // every rank adds every layer's measurement (reduced above)
+    for (int l : layers)
+      for (int k = 0; k < 7; ++k)
+        if (const int mi = by_layer_[size_t(l)][size_t(k)]; mi >= 0) {
+          Mod& m = mods_[size_t(mi)];
+          for (size_t j = 0; j < m.K; ++j) m.dsum[j] += dstep_[size_t(mi)][j];
+          ++m.dn;
+          dstep_[size_t(mi)].assign(m.K, 0.0);
+        }
   double mse = 0;
   for (int l : layers) mse += mse_layers[size_t(l)] / double(k_step);
   return mse;
@@ -805,6 +846,12 @@ Result<json> StageOne::scores(const LearnResult& result) {
     json lj = json::object();
     for (size_t j = 0; j < m.K; ++j) lj[m.e->candidates[j].id] = m.pi[j];
     out["modules"][m.e->name]["logits"] = lj;
+    if (m.dn > 0) {  // --measure-every: the mean measured loss change of each candidate
+      json dj = json::object();
+      for (size_t j = 0; j < m.K; ++j) dj[m.e->candidates[j].id] = m.dsum[j] / double(m.dn);
+      out["modules"][m.e->name]["delta"] = dj;
+      out["modules"][m.e->name]["delta_n"] = m.dn;
+    }
   }
   out["teacher_fingerprint"] = teacher_->fingerprint();
   out["hyperparameters"] = config_["hyperparameters"];

@@ -115,6 +115,12 @@ struct LearnOptions {
   // visit_steps * seqs / visit_seqs times: the cached outputs cost one matmul per candidate,
   // repaid only when that is well above the number of candidates (bench/, measured on Qwen).
   int visit_seqs = 0;
+  // > 0 (--forcing sublayer): every step whose index is a multiple of this also measures, for
+  // every module of its layers, the loss change each candidate causes in the step's sampled
+  // assignment (LayerStep::visit_deltas); their running means go to SCORES.json as "delta",
+  // which `gamma solve --transform delta` solves on (score = -delta, in the objective's units:
+  // layer MSE, additive over modules and layers, so one run serves every budget).
+  int measure_every = 0;
   double tau_end = 0;       // > 0: tau anneals exponentially to tau_end over the run
   Init init = Init::kTilt;  // tilt: start on the budget, no module preferred; uniform: pi = 0
   uint64_t seed = 0;

@@ -45,6 +45,7 @@ Result<Scores> Scores::from_json(const json& j, const std::string& source) {
     GAMMA_RETURN_IF_ERROR(numbers(name, entry["score"], "score", s.score[name]));
     if (s.score[name].empty()) return Status::errorf(Status::Code::kCorrupt, "{}: module {} scores no candidate", source, name);
     if (entry.contains("p")) GAMMA_RETURN_IF_ERROR(numbers(name, entry["p"], "p", s.p[name]));
+    if (entry.contains("delta")) GAMMA_RETURN_IF_ERROR(numbers(name, entry["delta"], "delta", s.delta[name]));
   }
   if (s.score.empty()) return Status::errorf(Status::Code::kCorrupt, "{}: scores no module", source);
   return s;
@@ -60,6 +61,7 @@ json Scores::to_json() const {
   for (const auto& [name, row] : score) {
     mods[name]["score"] = row;
     if (auto it = p.find(name); it != p.end()) mods[name]["p"] = it->second;
+    if (auto it = delta.find(name); it != delta.end()) mods[name]["delta"] = it->second;
   }
   j["modules"] = mods;
   return j;
@@ -82,7 +84,21 @@ Result<Scores> Scores::from_manifest(const Manifest& m) {
 
 Status Scores::transform(const std::string& how, const Manifest& m) {
   if (how == "score") return Status::ok();
-  if (how != "log" && how != "size-log") return Status::errorf("--transform must be score, log or size-log (got {})", how);
+  if (how == "delta") {
+    for (auto& [name, row] : score) {
+      auto it = delta.find(name);
+      for (auto& [cand, v] : row) {
+        if (it == delta.end() || !it->second.count(cand))
+          return Status::errorf("--transform delta needs measured loss changes (gamma learn --measure-every); {} has none for {} of module {}",
+                                source, cand, name);
+        v = -it->second.at(cand);
+      }
+    }
+    method += "/delta";
+    return Status::ok();
+  }
+  if (how != "log" && how != "size-log")
+    return Status::errorf("--transform must be score, log, size-log or delta (got {})", how);
   double mean_n = 0;
   for (const auto& e : m.modules) mean_n += double(e.n_params) / double(m.modules.size());
   for (auto& [name, row] : score) {

@@ -26,6 +26,9 @@ struct Scores {
   // Stage I's extras: the probabilities p (module -> candidate -> p; empty for scorers
   // without them, e.g. static or HAWQ) and the target they were learned at.
   std::map<std::string, std::map<std::string, double>> p;
+  // Stage I's measured loss change of each candidate (gamma learn --measure-every; empty
+  // otherwise): the layer-MSE change the candidate causes in the sampled assignments.
+  std::map<std::string, std::map<std::string, double>> delta;
   std::optional<double> target_bpw;
 
   // Reads and checks the file itself: every score (and p) a finite number (NaN, null, strings
@@ -41,7 +44,9 @@ struct Scores {
   // log-likelihood under the learned distributions. "size-log": n_params / mean n_params x
   // log p: Stage I prices a module's bits by its parameter count (b-hat is parameter-weighted),
   // so its evidence is per weight; weighting by size puts modules on the per-byte scale the
-  // budget (and --fill's price) uses. Needs every score > 0. "score": unchanged.
+  // budget (and --fill's price) uses. Needs every score > 0. "delta": -delta, the measured
+  // loss change (additive over modules, so the plan minimises the summed loss change at any
+  // budget); needs a delta for every scored candidate. "score": unchanged.
   Status transform(const std::string& how, const Manifest& m);
 
   // Checks the scores against the pool: same model, no module or candidate the pool lacks,
