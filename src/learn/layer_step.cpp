@@ -48,6 +48,13 @@ struct LayerStep::Impl {
   // The teacher's weight of layer il, kind k, a module without pool candidates (kept).
   Result<at::Tensor> teacher_weight(int il, int k, const std::array<ModuleMix, 7>& mods);
 
+  // The visit of layer il, checked to hold rows [r0, r0 + n).
+  Result<const Visit*> visit_rows(int il, int r0, int n) const {
+    auto it = visits.find(il);
+    if (it == visits.end()) return Status::errorf("layer {} is not being visited", il);
+    if (r0 < 0 || n < 1 || r0 + n > it->second.x.size(0)) return Status::errorf("rows {}..{} outside the visit", r0, r0 + n);
+    return &it->second;
+  }
   // Layer il's linear weights: W_mix = sum_b p_b W_b (requiring grad when `grad`), or the
   // teacher's for modules without candidates; and the candidates as tensors.
   // kinds: which of the seven to build (default all); the others stay undefined.
@@ -227,11 +234,9 @@ Result<double> LayerStep::visit_step(int il, std::array<ModuleMix, 7>& mods, int
                                      bool backward) {
   Impl& im = *impl_;
   const HParams& hp = im.model->hparams();
-  auto it = im.visits.find(il);
-  if (it == im.visits.end()) return Status::errorf("layer {} is not being visited", il);
-  const Visit& v = it->second;
+  GAMMA_ASSIGN_OR_RETURN(const Visit* vp, im.visit_rows(il, r0, n));
+  const Visit& v = *vp;
   const int64_t T = im.seq_len;
-  if (r0 < 0 || n < 1 || r0 + n > v.x.size(0)) return Status::errorf("rows {}..{} outside the visit", r0, r0 + n);
   const LayerParams& lp = im.params[size_t(il)];
   std::unique_ptr<at::NoGradGuard> no_grad;
   if (!backward) no_grad = std::make_unique<at::NoGradGuard>();
@@ -263,11 +268,9 @@ Status LayerStep::visit_deltas(int il, const std::array<ModuleMix, 7>& mods_in, 
                                std::array<std::vector<double>, 7>& delta) {
   Impl& im = *impl_;
   const HParams& hp = im.model->hparams();
-  auto it = im.visits.find(il);
-  if (it == im.visits.end()) return Status::errorf("layer {} is not being visited", il);
-  const Visit& v = it->second;
+  GAMMA_ASSIGN_OR_RETURN(const Visit* vp, im.visit_rows(il, r0, n));
+  const Visit& v = *vp;
   const int64_t T = im.seq_len;
-  if (r0 < 0 || n < 1 || r0 + n > v.x.size(0)) return Status::errorf("rows {}..{} outside the visit", r0, r0 + n);
   const LayerParams& lp = im.params[size_t(il)];
   at::NoGradGuard no_grad;
   std::array<ModuleMix, 7> mods = mods_in;  // weights() reads them only
