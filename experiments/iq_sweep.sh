@@ -113,8 +113,9 @@ fi
 # also measures each candidate's loss change in the sampled assignment (solved as `gammad`,
 # --transform delta). The default schedule, 1 + 28 x VISIT steps (each layer visited once for
 # VISIT steps, 8 measurements each) on 16k tokens, fits a 3-hour session with the pool; the
-# issue's 64k tokens and 1 + 28 x 4 x 64 steps take ~4 h more here. Calibration: HAWQ's and the
-# imatrix's prose + code text (calib-mix.txt), never the validation texts that choose.
+# issue's 64k tokens and 1 + 28 x 4 x 64 steps take ~4 h more here. Calibration: prose + code
+# as for HAWQ and the imatrix (calib-mix.txt is a prefix of it, too short for 16k tokens),
+# never the validation texts that choose (python-calib's held-back part starts at 480,000).
 POOL_AUTO=$W/pool-auto
 VISIT=${VISIT:-24}; MEASURE=${MEASURE:-3}; CALIB_TOKENS=${CALIB_TOKENS:-16384}
 LEARN_STEPS=${LEARN_STEPS:-$((1 + 28 * VISIT))}; GAMMA_BPW=${GAMMA_BPW:-3.25}
@@ -125,7 +126,8 @@ if has learn && [ ! -f $R/gamma.json ]; then
     $G pool "$src" --types auto --imatrix $IMX -t $T -q -o $POOL_AUTO
   fi
   log "gamma learn ($LEARN_STEPS steps at $GAMMA_BPW bpw)"
-  GAMMA_PROGRESS=1 $G learn $POOL_AUTO --teacher $TEACHER --calib $W/calib-mix.txt \
+  { head -c 100000 $txt/war-and-peace.txt; echo; head -c 100000 $txt/python-calib.txt; } > $W/calib-learn.txt
+  GAMMA_PROGRESS=1 $G learn $POOL_AUTO --teacher $TEACHER --calib $W/calib-learn.txt \
     --calib-tokens $CALIB_TOKENS --seq-len 256 --seqs 4 --bpw $GAMMA_BPW --steps $LEARN_STEPS --layers-per-step 1 \
     --estimator st --forcing sublayer --visit-steps $VISIT --measure-every $MEASURE --lr 0.05 --tau 1 --tau-end 0.05 \
     --checkpoint-every 8 -t $T -o $W/scores/gamma.json  # GAMMA_PROGRESS=1: a progress line every few seconds
