@@ -28,7 +28,8 @@ void add_run(CLI::App& app) {
   c->add_option("--imatrix", o->imatrix, "auto (llama-imatrix on the calibration text), none, or an imatrix file")->capture_default_str();
   c->add_option("--imatrix-chunks", o->imatrix_chunks, "llama-imatrix chunks for --imatrix auto")->capture_default_str();
   c->add_option("--scores", o->scores, "gamma scorer: reuse SCORES.json (learned at any budget) instead of learning");
-  c->add_option("--steps", o->steps, "gamma learn steps")->capture_default_str();
+  c->add_option("--steps", o->steps, "gamma learn steps (0: every layer visited once)")->capture_default_str();
+  c->add_option("--visit-steps", o->visit_steps, "gamma learn steps per layer visit")->capture_default_str();
   c->add_option("--layers-per-step", o->layers_per_step, "gamma learn layers sampled per step (0: all)")->capture_default_str();
   c->add_option("--calib-tokens", o->calib_tokens, "gamma learn calibration tokens")->capture_default_str();
   c->add_option("--hawq-samples", o->hawq_samples, "gamma hawq Hutchinson probes per layer")->capture_default_str();
@@ -55,8 +56,8 @@ void add_run(CLI::App& app) {
     if (size->count() + bpw->count() + kld->count() == 0) o->bpw = 4.75;
     if (bpw->count() && !(o->bpw > 0 && o->bpw < 32)) throw Failure("--bpw must be between 0 and 32");
     if (kld->count() && !(o->max_kld > 0 && std::isfinite(o->max_kld))) throw Failure("--max-kld must be a positive number");
-    if (o->eval_chunks < 1 || o->eval_ctx < 8 || o->imatrix_chunks < 1 || o->steps < 1 || o->valid_chunks < 0 || o->max_mixes < 1)
-      throw Failure("--chunks, --ctx, --imatrix-chunks, --steps and --max-mixes must be positive");
+    if (o->eval_chunks < 1 || o->eval_ctx < 8 || o->imatrix_chunks < 1 || o->steps < 0 || o->visit_steps < 1 || o->valid_chunks < 0 || o->max_mixes < 1)
+      throw Failure("--chunks, --ctx, --imatrix-chunks, --visit-steps and --max-mixes must be positive (--steps >= 0)");
     fail_if(run_pipeline(*o));
   });
 }

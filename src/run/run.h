@@ -37,7 +37,11 @@ struct RunOptions {
   std::string imatrix = "auto";        // auto (llama-imatrix on the calibration text), none, or a file
   int imatrix_chunks = 32;
   std::string scores;                  // gamma scorer: reuse a SCORES.json instead of learning
-  int steps = 300, layers_per_step = 6, calib_tokens = 8192;
+  // gamma learn's recipe (measured on SmolLM2, results/measure_smollm2.json): hard samples,
+  // sub-layer forcing, each layer visited for visit_steps steps, every 2nd step measuring each
+  // candidate's loss change, solved on it (--transform delta). steps 0: 1 + n_layer x
+  // visit_steps / layers_per_step (every layer visited once).
+  int steps = 0, layers_per_step = 1, visit_steps = 16, calib_tokens = 8192;
   int hawq_samples = 4, hawq_calib_tokens = 4096;
   std::string compare = "auto";        // auto (the mixes near the budget), none, or one mix name
   int max_mixes = 6;                   // auto: at most this many mixes inside the budget
