@@ -112,12 +112,13 @@ fi
 # bench/bench_learn, 3.0x the default recipe's token-layers per second). Every MEASURE-th step
 # also measures each candidate's loss change in the sampled assignment (solved as `gammad`,
 # --transform delta). The default schedule, 1 + 28 x VISIT steps (each layer visited once for
-# VISIT steps, 8 measurements each) on 16k tokens, fits a 3-hour session with the pool; the
-# issue's 64k tokens and 1 + 28 x 4 x 64 steps take ~4 h more here. Calibration: prose + code
+# VISIT = 12 steps, measured at step 0 and 4 times in its visit, 1,024 tokens each) on 16k
+# tokens, fits a 3-hour session beside the pool and the evals (~35 min, 2 cores); VISIT=32
+# MEASURE=4 ran at ~5 s a step beside the evals, 75 min, too long for one session here. Calibration: prose + code
 # as for HAWQ and the imatrix (calib-mix.txt is a prefix of it, too short for 16k tokens),
 # never the validation texts that choose (python-calib's held-back part starts at 480,000).
 POOL_AUTO=$W/pool-auto
-VISIT=${VISIT:-24}; MEASURE=${MEASURE:-3}; CALIB_TOKENS=${CALIB_TOKENS:-16384}
+VISIT=${VISIT:-12}; MEASURE=${MEASURE:-3}; CALIB_TOKENS=${CALIB_TOKENS:-16384}
 LEARN_STEPS=${LEARN_STEPS:-$((1 + 28 * VISIT))}; GAMMA_BPW=${GAMMA_BPW:-3.25}
 if has learn && [ ! -f $R/gamma.json ]; then
   if [ ! -f $POOL_AUTO/manifest.json ]; then
