@@ -6,31 +6,10 @@ modules whose candidates the two order the same (Kendall-style agreement within 
 
   delta_vs_hawq.py GAMMA.json HAWQ.json -o OUT.json
 """
-import argparse, json, os
+import argparse, json, os, sys
 
-
-def ranks(xs):
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    r = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            r[order[k]] = (i + j) / 2
-        i = j + 1
-    return r
-
-
-def spearman(a, b):
-    ra, rb = ranks(a), ranks(b)
-    n = len(a)
-    ma, mb = sum(ra) / n, sum(rb) / n
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    va = sum((x - ma) ** 2 for x in ra) ** 0.5
-    vb = sum((y - mb) ** 2 for y in rb) ** 0.5
-    return cov / (va * vb) if va and vb else float("nan")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rank_stats import spearman  # noqa: E402
 
 
 ap = argparse.ArgumentParser()
