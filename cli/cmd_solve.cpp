@@ -81,6 +81,7 @@ void run_solve(const SolveOpts& o) {
   Manifest m = value_or_fail(Manifest::load(o.pool));
   solve::Scores scores = value_or_fail(o.from_manifest ? solve::Scores::from_manifest(m) : solve::Scores::load(o.scores));
   fail_if(scores.transform(o.transform, m));
+  const size_t fit_fallbacks = scores.fit_fallbacks;
   solve::KnapsackOptions kopt;
   kopt.max_seconds = o.time_limit;
   const solve::Scores scores_copy = scores;  // --fill re-weights copies
@@ -97,6 +98,7 @@ void run_solve(const SolveOpts& o) {
                                      : value_or_fail(alloc.solve(budget));
     if (o.fill > 0) a.plan.info["fill"] = {{"fraction", o.fill}, {"kappa", kappa}};
     if (o.transform != "score") a.plan.info["transform"] = o.transform;
+    if (o.transform == "delta-fit") a.plan.info["delta_fit_raw_modules"] = fit_fallbacks;
     check_optimal(a);
     fail_if(a.plan.save(o.out));
     report(a, o.out, o.require_optimal);
@@ -140,7 +142,7 @@ void add_solve(CLI::App& app) {
   c->add_option("--pin", o->pin, "PATTERN=ID: modules matching PATTERN (regex) use this candidate");
   c->add_option("--fixed", o->fixed, "TENSOR=TYPE: a non-linear tensor (token_embd.weight, output.weight) at TYPE instead of llama.cpp's default; the budget pays for it");
   c->add_option("--time-limit", o->time_limit, "seconds per budget before giving up the proof (gap reported)");
-  c->add_option("--transform", o->transform, "score, log, size-log or delta: solve on log p or size-weighted log p of probability scores (Stage I's p), or on -delta, Stage I's measured loss change (gamma learn --measure-every)")->capture_default_str();
+  c->add_option("--transform", o->transform, "score, log, size-log, delta or delta-fit: solve on log p or size-weighted log p of probability scores (Stage I's p), on -delta, Stage I's measured loss change (gamma learn --measure-every), or on delta-fit, each module's measured deltas fitted as a line in the pool's rel_err (the slope is the module's sensitivity)")->capture_default_str();
   c->add_option("--fill", o->fill, "spend at least this fraction of the budget (e.g. 0.995): scores reused away from their learned target");
   c->add_flag("--require-optimal", o->require_optimal, "fail (write nothing) unless every plan is proven optimal");
   c->add_option("-o,--output", o->out, "plan JSON to write (a directory with --sweep)")->required();

@@ -158,14 +158,26 @@ if has sizes; then
         static) args="--score-from-manifest"; pool=$POOL_ALL ;;
         hawq) [ -f $R/hawq.json ] || continue; args="--scores $R/hawq.json"; pool=$POOL_ALL ;;
         gamma) [ -f $R/gamma.json ] || continue; args="--scores $R/gamma.json --transform size-log"; pool=$POOL_AUTO ;;
-        gammad) [ -f $R/gamma.json ] || continue; args="--scores $R/gamma.json --transform delta"; pool=$POOL_AUTO ;;
+        gammad) [ -f $R/gamma.json ] || continue; args="--scores $R/gamma.json"; pool=$POOL_AUTO ;;  # + a transform below
         *) args="--scores $R/$a.json --transform size-log"; pool=$POOL_ALL ;;  # other scores learned on pool-all
       esac
-      best=""; bestk=""
+      # Variants: every FIXED head; GAMMA's measured loss changes also raw (--transform delta,
+      # label HEAD) or fitted per module as a line in rel_err (--transform delta-fit, fit-HEAD).
+      vargs=(); vlabel=(); vspec=()
       for v in $FIXED; do
-        n=$a-size-$m-${v%%:*}; spec=${v#*:}
-        [ -f $R/plans/$n.json ] || $G solve --pool $pool $args --size $sz $(for f in ${spec//,/ }; do echo --fixed $f; done) \
+        if [ $a = gammad ]; then
+          vargs+=("$args --transform delta" "$args --transform delta-fit"); vlabel+=("${v%%:*}" "fit-${v%%:*}")
+          vspec+=("${v#*:}" "${v#*:}")
+        else vargs+=("$args"); vlabel+=("${v%%:*}"); vspec+=("${v#*:}"); fi
+      done
+      best=""; bestk=""; nv=${#vargs[@]}
+      for i in "${!vargs[@]}"; do
+        n=$a-size-$m-${vlabel[$i]}; spec=${vspec[$i]}
+        [ -f $R/plans/$n.json ] || $G solve --pool $pool ${vargs[$i]} --size $sz $(for f in ${spec//,/ }; do echo --fixed $f; done) \
           -o $R/plans/$n.json > /dev/null
+        # One variant (a head fixed from the validation choices at the neighbouring sizes): nothing
+        # to choose, so no validation evals.
+        if [ $nv = 1 ]; then best=$n; bestk="none (one variant)"; break; fi
         [ -f $R/evals/$n.wv.json ] && [ -f $R/evals/$n.pv.json ] || $G emit $pool $R/plans/$n.json -o $W/models/$n.gguf > /dev/null
         k=$(valid_kld $W/models/$n.gguf $n)
         rm -f $W/models/$n.gguf

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "run/mixes.h"
 #include "run/run.h"
@@ -58,8 +59,13 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
   // Every scorer with both head rules was measured on validation; the chosen one is the lowest.
   const auto& tried = (*j)["tried"];
   ASSERT_GE(tried.size(), 3u);
-  for (const auto& t : tried)
+  std::set<std::string> scorers;
+  for (const auto& t : tried) {
     EXPECT_GE(t["valid_kld"].get<double>(), (*j)["chosen"]["valid_kld"].get<double>());
+    scorers.insert(t["scorer"].get<std::string>());
+  }
+  // GAMMA's measured loss changes, raw and fitted (--transform delta, delta-fit), are both tried.
+  EXPECT_EQ(scorers, (std::set<std::string>{"static", "hawq", "gamma", "gamma-fit"}));
   const auto& rows = (*j)["rows"];
   ASSERT_GE(rows.size(), 2u);
   EXPECT_EQ(rows[0]["file_bytes"].get<uint64_t>(), fs::file_size(rows[0]["path"].get<std::string>()));

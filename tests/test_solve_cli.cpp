@@ -128,6 +128,14 @@ class SolveCli : public ::testing::Test {
     }
     return cls;
   }
+  // The module -> candidate map of `gamma solve --pool POOL --bpw 3.5 ARGS -o OUT`.
+  std::map<std::string, std::string> plan_of(const std::string& args, const std::string& out) {
+    auto r = gm::testing::gamma(fmt::format("solve --pool {} --bpw 3.5 {} -o {}", pool_, args, tmp_ / out));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    auto p = Plan::load(tmp_ / out);
+    EXPECT_TRUE(p.is_ok());
+    return p.is_ok() ? p->modules : std::map<std::string, std::string>{};
+  }
   // Runs `gamma solve --pool POOL ARGS` expecting failure: one "gamma: error:" line naming
   // `what`, and `out` not created.
   void expect_fails(const std::string& args, const std::string& what, const std::string& out) {
@@ -217,13 +225,6 @@ TEST_F(SolveCli, TransformSolvesOnLogAndSizeWeightedLogP) {
     files[name] = tmp_ / (name + ".json");
     ASSERT_TRUE(write_json(files[name], *j).is_ok());
   }
-  auto plan_of = [&](const std::string& args, const std::string& out) {
-    auto r = gm::testing::gamma(fmt::format("solve --pool {} --bpw 3.5 {} -o {}", pool_, args, tmp_ / out));
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    auto p = Plan::load(tmp_ / out);
-    EXPECT_TRUE(p.is_ok());
-    return p.is_ok() ? p->modules : std::map<std::string, std::string>{};
-  };
   const auto via_log = plan_of("--scores " + files["p"] + " --transform log", "a.json");
   EXPECT_EQ(via_log, plan_of("--scores " + files["logp"], "b.json"));
   const auto via_size = plan_of("--scores " + files["p"] + " --transform size-log", "c.json");
@@ -233,6 +234,39 @@ TEST_F(SolveCli, TransformSolvesOnLogAndSizeWeightedLogP) {
                tmp_ / "x.json");
   expect_fails(fmt::format("--scores {} --bpw 3.5 --transform sqrt -o {}", files["p"], tmp_ / "x.json"), "--transform must be",
                tmp_ / "x.json");
+}
+
+TEST_F(SolveCli, DeltaFitSolvesOnEachModulesMeasuredSlope) {
+  // Measured loss changes that lie on a line a + c * rel_err per module (Stage I's, on Qwen,
+  // do to R^2 0.995): --transform delta-fit gives exactly the plan of -c * rel_err, the
+  // intercept gone; a module whose slope is not positive keeps its raw -delta; scores without
+  // measurements are refused in one line.
+  json measured = scores_json_, reference = scores_json_;
+  uint64_t seed = 11;
+  auto next = [&] {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return double(seed >> 40) / double(1ull << 24);  // in [0, 1)
+  };
+  bool first = true;
+  for (const auto& e : m_.modules) {
+    const double a = next() - 0.5, c = first ? -0.5 : 0.1 + 10 * next();  // the first module: a negative slope
+    for (const auto& cand : e.candidates) {
+      const double d = a + c * cand.rel_err;
+      measured["modules"][e.name]["delta"][cand.id] = d;
+      reference["modules"][e.name]["score"][cand.id] = first ? -d : -c * cand.rel_err;
+    }
+    first = false;
+  }
+  const std::string fm = tmp_ / "measured.json", fr = tmp_ / "reference.json";
+  ASSERT_TRUE(write_json(fm, measured).is_ok() && write_json(fr, reference).is_ok());
+  const auto fitted = plan_of("--scores " + fm + " --transform delta-fit", "fit.json");
+  EXPECT_EQ(fitted, plan_of("--scores " + fr, "ref.json"));
+  EXPECT_NE(fitted, plan_of("--score-from-manifest", "static.json"));  // the measured slopes matter here
+  auto p = Plan::load(tmp_ / "fit.json");
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->info["delta_fit_raw_modules"].get<int>(), 1);
+  expect_fails(fmt::format("--scores {} --bpw 3.5 --transform delta-fit -o {}", fr, tmp_ / "x.json"),
+               "--transform delta-fit needs measured loss changes", tmp_ / "x.json");
 }
 
 TEST_F(SolveCli, SizeBudgetCountsTheWholeFile) {

@@ -194,8 +194,11 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
         }
       }
       // Stage I's measured loss changes: on SmolLM2 (validation) they match HAWQ-V2 and beat
-      // size-weighted log p by 1.8-3.8x in KLD (results/measure_smollm2.json).
+      // size-weighted log p by 1.8-3.8x in KLD (results/measure_smollm2.json). Raw, and fitted
+      // per module as a line in rel_err (on Qwen's validation text the raw ones win at the
+      // Q2_K size, the fitted ones at IQ3_M's: results/iq_qwen), so validation picks.
       out.push_back({s, {"--scores", f, "--transform", "delta"}});
+      out.push_back({s + "-fit", {"--scores", f, "--transform", "delta-fit"}});
     }
   }
   return out;
@@ -498,7 +501,8 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range) {
     if (s == "gamma" && o.scores.empty())
       line(fmt::format("learn ({} steps)", learn_steps(e)), false, learn_estimate(e), 0);
   }
-  const int variants = int(o.scorers.size()) * 2 * (o.max_kld > 0 ? 8 : 1);
+  const int n_scorers = int(o.scorers.size() + std::count(o.scorers.begin(), o.scorers.end(), "gamma"));  // + gamma-fit
+  const int variants = n_scorers * 2 * (o.max_kld > 0 ? 8 : 1);
   const double vtok = double(e.valid_chunks) * o.eval_ctx, rtok = double(o.eval_chunks) * o.eval_ctx;
   const uint64_t file = range.max / 2 + range.min / 2;
   line(fmt::format("{} variants: solve + emit + validation eval", variants), false,

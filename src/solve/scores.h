@@ -30,6 +30,8 @@ struct Scores {
   // otherwise): the layer-MSE change the candidate causes in the sampled assignments.
   std::map<std::string, std::map<std::string, double>> delta;
   std::optional<double> target_bpw;
+  // --transform delta-fit: modules whose fitted slope was not positive (they keep -delta).
+  size_t fit_fallbacks = 0;
 
   // Reads and checks the file itself: every score (and p) a finite number (NaN, null, strings
   // and infinities are refused with the module and candidate named).
@@ -46,7 +48,9 @@ struct Scores {
   // so its evidence is per weight; weighting by size puts modules on the per-byte scale the
   // budget (and --fill's price) uses. Needs every score > 0. "delta": -delta, the measured
   // loss change (additive over modules, so the plan minimises the summed loss change at any
-  // budget); needs a delta for every scored candidate. "score": unchanged.
+  // budget); needs a delta for every scored candidate. "delta-fit": -c * rel_err, c the slope
+  // of the module's measured deltas against the pool's rel_err (least squares with an
+  // intercept): the measured sensitivity without the measurement noise. "score": unchanged.
   Status transform(const std::string& how, const Manifest& m);
 
   // Checks the scores against the pool: same model, no module or candidate the pool lacks,

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Issue 24, item 5: the quantization-time table (the paper's "quantization time"), Qwen2.5-Coder-1.5B.
+
+Every figure is a wall time this machine recorded while making the committed results (2 cores):
+  pool seconds per type     results/iq_qwen/types.json (gamma pool's per-type sidecars)
+  imatrix                   results/iq_qwen/imatrix-mix.seconds (llama-imatrix, 32 x 512 tokens)
+  teacher                   results/iq_qwen/teacher.seconds (gamma dequantize to F32)
+  HAWQ-V2 traces            results/iq_qwen/hawq.json stats.seconds
+  Stage I (GAMMA)           results/iq_qwen/gamma.json stats.seconds (and its time split)
+  Stage II                  the solver's own time in every committed plan (results/iq_qwen/plans)
+  emit                      results/iq_qwen/emit.seconds (gamma emit of one plan from the pool)
+  llama-quantize per mix    results/iq_qwen/evals/llama-MIX.quantize-seconds
+Writes results/iq_qwen/time_table.{json,md}.  Usage: python3 experiments/time_table.py
+"""
+import glob
+import json
+import os
+import sys
+
+R = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "results", "iq_qwen")
+
+
+def num(path):
+    p = os.path.join(R, path)
+    return float(open(p).read().split()[0]) if os.path.exists(p) else None
+
+
+def main():
+    types = json.load(open(os.path.join(R, "types.json")))
+    pareto = types["pareto"]
+    pool = {t["type"]: t["pool_seconds"] for t in types["types"]}
+    pool_auto = sum(pool[t] for t in pareto)
+    hawq = json.load(open(os.path.join(R, "hawq.json")))
+    gamma = json.load(open(os.path.join(R, "gamma.json")))
+    solve = []
+    for f in glob.glob(os.path.join(R, "plans", "*.json")):
+        info = json.load(open(f)).get("info", {})
+        if "seconds" in info:
+            solve.append(info["seconds"])
+    shared = {"teacher (gamma dequantize -> F32)": num("teacher.seconds"),
+              "imatrix (llama-imatrix, 32 x 512 tokens)": num("imatrix-mix.seconds"),
+              f"pool, auto set ({len(pareto)} types)": pool_auto}
+    emit = num("emit.seconds")
+    g = gamma["stats"]
+    hp = gamma["hyperparameters"]
+    allocators = [
+        {"allocator": "static proxy", "scoring_s": 0.0, "scoring": "none (the pool's imatrix-weighted errors)"},
+        {"allocator": "HAWQ-V2", "scoring_s": hawq["stats"]["seconds"],
+         "scoring": f"Hessian traces, {hawq['hyperparameters']['samples']} Hutchinson probes, "
+                    f"{hawq['hyperparameters']['calib_tokens']} tokens"},
+        {"allocator": "GAMMA (Stage I, measured loss changes)", "scoring_s": g["seconds"],
+         "scoring": f"{hp['steps']} steps, {hp['estimator']} + {hp['forcing']} forcing, visits of {hp['visit_steps']}, "
+                    f"measured every {hp['measure_every']}, {hp['calib_tokens']} tokens; shared the cores with "
+                    f"evaluations for part of the run",
+         "time_split_s": g.get("time_split"), "peak_rss_bytes": g.get("peak_rss_bytes")},
+        {"allocator": "search (AMQ-style)", "scoring_s": None, "scoring": "not built (gamma search)"},
+    ]
+    shared_s = sum(v for v in shared.values() if v)
+    for a in allocators:
+        a["end_to_end_s"] = None if a["scoring_s"] is None else shared_s + a["scoring_s"] + max(solve) + (emit or 0)
+    mixes = {}
+    for f in sorted(glob.glob(os.path.join(R, "evals", "llama-*.quantize-seconds"))):
+        mixes[os.path.basename(f)[len("llama-"):-len(".quantize-seconds")]] = float(open(f).read())
+    doc = {"schema": "gamma.time_table", "version": 1, "model": "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (teacher: F32)",
+           "machine": "2 cores (AMD EPYC), 2 threads", "command": "python3 experiments/time_table.py",
+           "shared_s": shared, "pool_seconds_per_type": pool,
+           "stage2": {"solves": len(solve), "max_s": max(solve), "median_s": sorted(solve)[len(solve) // 2]},
+           "emit_s": emit, "allocators": allocators, "llama_quantize_s": mixes}
+    tmp = os.path.join(R, "time_table.json.tmp")
+    json.dump(doc, open(tmp, "w"), indent=1)
+    os.replace(tmp, os.path.join(R, "time_table.json"))
+
+    def hm(s):
+        if s is None:
+            return "—"
+        s = round(s)
+        return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+    out = ["Quantization time, Qwen2.5-Coder-1.5B, this machine (2 cores, 2 threads); "
+           "`python3 experiments/time_table.py`", "",
+           "| step | wall |", "|---|---|"]
+    for k, v in shared.items():
+        out.append(f"| {k} | {hm(v)} |")
+    out.append(f"| Stage II: exact knapsack, per budget ({len(solve)} solves) | {max(solve) * 1e3:.2f} ms at most |")
+    out.append(f"| emit one plan from the pool | {hm(emit)} |")
+    out += ["", "| allocator | scoring | scoring wall | end to end (teacher + imatrix + pool + scoring + solve + emit) |",
+            "|---|---|---|---|"]
+    for a in allocators:
+        out.append(f"| {a['allocator']} | {a['scoring']} | {hm(a['scoring_s'])} | {hm(a['end_to_end_s'])} |")
+    out += ["", "llama-quantize of each standard mix from the same teacher and imatrix (for comparison; "
+            "some ran beside other jobs):", "", "| mix | wall |", "|---|---|"]
+    for m, s in sorted(mixes.items(), key=lambda x: x[1]):
+        out.append(f"| {m} | {hm(s)} |")
+    tmp = os.path.join(R, "time_table.md.tmp")
+    open(tmp, "w").write("\n".join(out) + "\n")
+    os.replace(tmp, os.path.join(R, "time_table.md"))
+    print(os.path.join(R, "time_table.md"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
