@@ -185,6 +185,8 @@ Result<Image> draw_line_chart(const LineChart& c, int width, int height) {
   if (c.y_zero_line && !c.log_y) lo = std::min(lo, 0.0), hi = std::max(hi, 0.0);
   double xpad = (xmax - xmin) * 0.06, ypad = (hi - lo) * 0.08;
   if (xpad == 0) xpad = std::max(std::fabs(xmin) * 0.05, 0.5);
+  // Points a few bytes apart on a 750 MB axis: show them as the near-equal sizes they are.
+  xpad = std::max(xpad, (std::fabs(xmin) + std::fabs(xmax)) * 0.0025);
   if (ypad == 0) ypad = c.log_y ? 0.5 : std::max(std::fabs(lo) * 0.1, 0.05);
   const double x0v = xmin - xpad, x1v = xmax + xpad, y0v = lo - ypad, y1v = hi + ypad;
 
@@ -217,6 +219,11 @@ Result<Image> draw_line_chart(const LineChart& c, int width, int height) {
         const double v = m * std::pow(10, d), l = std::log10(v);
         if (l >= y0v && l <= y1v) yt.push_back({l, fmt::format("{:g}", v)});
       }
+    if (yt.size() < 3) {  // less than a 1-2-5 step from top to bottom: plain ticks in value space
+      yt.clear();
+      for (double v : nice_ticks(std::pow(10, y0v), std::pow(10, y1v), 6, &step))
+        if (v > 0 && std::log10(v) >= y0v && std::log10(v) <= y1v) yt.push_back({std::log10(v), fmt_tick(v, step)});
+    }
   } else {
     for (double v : nice_ticks(y0v, y1v, 7, &step)) yt.push_back({v, fmt_tick(v, step)});
   }
@@ -266,8 +273,10 @@ Result<Image> draw_line_chart(const LineChart& c, int width, int height) {
     p.font(10);
     p.color(0.25, 0.25, 0.25);
     for (size_t i : idx)
-      if (i < s.point_labels.size() && !s.point_labels[i].empty())
-        p.text(X(s.x[i]) + 7, Y(s.y[i]) - 6, s.point_labels[i], 0, 1);
+      if (i < s.point_labels.size() && !s.point_labels[i].empty()) {
+        const bool left = X(s.x[i]) + 7 + p.text_width(s.point_labels[i]) > L + pw;  // would be clipped
+        p.text(X(s.x[i]) + (left ? -7 : 7), Y(s.y[i]) - 6, s.point_labels[i], left ? 1 : 0, 1);
+      }
   }
   for (const auto& [xv, label] : c.x_lines) {
     if (!std::isfinite(xv)) continue;
@@ -277,14 +286,16 @@ Result<Image> draw_line_chart(const LineChart& c, int width, int height) {
     p.line(X(xv), T, X(xv), T + ph, 1.4);
     cairo_set_dash(p.cr(), nullptr, 0, 0);
     p.font(11);
-    p.text(X(xv) + 4, T + 6, label, 0, 0);
+    const bool left = X(xv) + 4 + p.text_width(label) > L + pw;
+    p.text(X(xv) + (left ? -4 : 4), T + 6, label, left ? 1 : 0, 0);
   }
   cairo_restore(p.cr());
 
   // Titles.
   p.color(0.1, 0.1, 0.1);
   p.font(16, true);
-  p.text(L + pw / 2, 30, c.title, 0.5, 1);
+  if (p.text_width(c.title) > pw) p.font(13, true);  // a long title uses the legend's width too
+  p.text(p.text_width(c.title) > pw ? width / 2.0 : L + pw / 2, 30, c.title, 0.5, 1);
   p.font(13);
   p.text(L + pw / 2, height - 22, c.x_label, 0.5, 1);
   p.text(24, T + ph / 2, c.y_label + (c.log_y ? " (log scale)" : ""), 0.5, 1, -M_PI / 2);
