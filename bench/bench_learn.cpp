@@ -8,7 +8,8 @@
 //               [--steps 6] [--sample 0,4] [--variants soft,st,st:visit=16:sublayer]
 //               [--calib-tokens N] [--verify] [--verify-only]
 // A variant is an estimator (soft | st) with options: visit=S (--visit-steps S), sublayer
-// (--forcing sublayer), vseqs=V (--visit-seqs V), seqs=B (--seqs B instead of the common one). Its seconds per step are the mean over whole visits after step 0.
+// (--forcing sublayer), vseqs=V (--visit-seqs V), seqs=B (--seqs B instead of the common one),
+// measure=N (--measure-every N: the measured loss changes' cost). Its seconds per step are the mean over whole visits after step 0.
 // Without --pool, a pool of the teacher is built in a temp dir (Q4_0,Q5_0,Q8_0,F16 are
 // what stories260K admits). Step times are medians of steps 1.. from the run's own curve
 // (step 0 builds nothing but always runs every layer).
@@ -205,6 +206,7 @@ int main(int argc, char** argv) {
       else if (part.rfind("visit=", 0) == 0) o.visit_steps = std::atoi(part.c_str() + 6);
       else if (part.rfind("vseqs=", 0) == 0) o.visit_seqs = std::atoi(part.c_str() + 6);
       else if (part.rfind("seqs=", 0) == 0) o.seqs = std::atoi(part.c_str() + 5);
+      else if (part.rfind("measure=", 0) == 0) o.measure_every = std::atoi(part.c_str() + 8);
       else return fail("unknown variant part " + part);
     }
     // Whole visits after step 0 (which runs every layer): steps 1..n are timed.
