@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# gamma report over the IQ sweep's chosen plans (results/iq_qwen/plans/*.choice) and their
+# wiki.test.raw evals, with llama.cpp's mixes as points: KLD vs size, the allocation cosine of
+# every pair of plans across budgets and allocators, and Pearson r(p, choice) for the plans
+# solved on Stage I's scores (gamma.json's p). Writes results/iq_qwen/report/.
+#   WORK=/tmp/gamma-qwen bash experiments/iq_report.sh
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+W=${WORK:-/tmp/gamma-qwen}; R=$root/results/iq_qwen
+python3 - "$R" "$W/pool-all" > $W/iq-runs.json <<'PY'
+import glob, json, os, sys
+R, pool = sys.argv[1:3]
+runs = []
+for f in sorted(glob.glob(f"{R}/evals/llama-*.wiki.json")):
+    runs.append({"method": "llama.cpp", "label": os.path.basename(f)[6:-10], "eval": f})
+for c in sorted(glob.glob(f"{R}/plans/*-size-*.choice")):
+    name = open(c).read().strip()
+    alloc, size = os.path.basename(c)[:-7].split("-size-")
+    ev = f"{R}/evals/{name}.wiki.json"
+    if not os.path.exists(ev):
+        continue
+    r = {"method": alloc, "label": f"{alloc}@{size}", "plan": f"{R}/plans/{name}.json", "eval": ev}
+    if alloc.startswith("gamma"):
+        r["scores"] = f"{R}/gamma.json"
+    runs.append(r)
+print(json.dumps({"schema": "gamma.runs", "version": 1, "pool": pool, "runs": runs}, indent=1))
+PY
+$root/build/cli/gamma report $W/iq-runs.json --log-y --no-heatmaps -o $R/report
