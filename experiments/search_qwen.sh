@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Issue 24: gamma search on Qwen at llama.cpp Q2_K's size, from the static plan (o5e2 head),
+# over the 17-type pool, fitness on calibration text (never the test texts), GAMMA's Stage I
+# wall time (3,168 s) as the limit. Resumable: rerun the same command.
+W=${WORK:-/tmp/gamma-qwen}; R=$(cd "$(dirname "$0")/.." && pwd)/results/iq_qwen; mkdir -p $W/search
+$(cd "$(dirname "$0")/.." && pwd)/build/cli/gamma search $W/pool-all --teacher $W/teacher-f32.gguf --size 752880576 \
+  --init $R/plans/static-size-Q2_K-o5e2.json --calib $W/calib-learn.txt --chunks 4 --small-chunks 1 \
+  --offspring 8 --wall-time ${WALL:-3168} --tmp-dir /dev/shm -t 2 -o $W/search/search-Q2_K-${WALL:-3168}.json
