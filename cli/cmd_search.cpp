@@ -1,7 +1,5 @@
 // gamma search: the search-based baseline (src/search): an evolutionary search over the pool's
 // assignments within a byte budget, fitness = KLD vs the teacher on calibration text.
-#include <cstdio>
-
 #include <fmt/format.h>
 
 #include "cli/command.h"
@@ -42,11 +40,10 @@ void add_search(CLI::App& app) {
     o->s.size = value_or_fail(solve::parse_size(o->size));
     if (o->s.kld_base.empty()) o->s.kld_base = o->s.out + ".teacher.kld";
     const search::SearchResult r = value_or_fail(search::run_search(o->s));
-    std::printf("%s: %d generations (%d accepted, %d evaluations, %.0f s%s): KLD %.6f on %d chunks of %s; %llu bytes, linear %.4f bpw\n",
-                o->s.out.c_str(), r.generations, r.accepted, r.evaluations, r.seconds,
-                r.resumed_from >= 0 ? fmt::format(", resumed at generation {}", r.resumed_from).c_str() : "", r.fitness,
-                o->s.chunks, o->s.text.c_str(), (unsigned long long)r.plan.info["predicted"]["file_bytes"].get<uint64_t>(),
-                r.plan.info["predicted"]["linear_bpw"].get<double>());
+    fmt::print("{}: {} generations ({} accepted, {} evaluations, {:.0f} s{}): KLD {:.6f} on {} chunks of {}; {} bytes, linear {:.4f} bpw\n",
+               o->s.out, r.generations, r.accepted, r.evaluations, r.seconds,
+               r.resumed_from >= 0 ? fmt::format(", resumed at generation {}", r.resumed_from) : "", r.fitness, o->s.chunks,
+               o->s.text, r.plan.info["predicted"]["file_bytes"].get<uint64_t>(), r.plan.info["predicted"]["linear_bpw"].get<double>());
   });
 }
 

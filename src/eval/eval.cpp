@@ -1,6 +1,5 @@
 #include "eval/eval.h"
 
-#include <sys/stat.h>
 #include <sys/statvfs.h>
 
 #include <chrono>
@@ -19,11 +18,6 @@
 
 namespace gm::eval {
 namespace {
-
-bool exists(const std::string& p) {
-  struct stat st;
-  return !p.empty() && ::stat(p.c_str(), &st) == 0;
-}
 
 // Keep this much disk free after writing a cache.
 constexpr uint64_t kDiskReserve = 1ull << 30;
@@ -177,7 +171,7 @@ Status eval_text_part(const EvalRequest& req, const llama::LlamaModel& model_ref
       write_base = true;
     } else if (req.cache) {
       base_path = teacher_cache_path(teacher_sha, text_sha, opt.n_ctx, opt.n_batch, opt.n_ubatch);
-      if (exists(base_path)) {
+      if (file_exists(base_path)) {
         // Reuse when it covers the request and was made from these very tokens; else redo.
         auto r = LogprobReader::open(base_path);
         if (r && r.value()->info().n_ctx == uint32_t(opt.n_ctx) && r.value()->info().n_chunk >= n_chunks &&
@@ -276,7 +270,7 @@ Result<EvalResult> run_eval(const EvalRequest& req) {
   llama::init();
 
   // ---- validate everything cheap before any decoding
-  const bool base_exists = exists(req.kld_base);
+  const bool base_exists = file_exists(req.kld_base);
   const bool text_mode = !req.text.empty() || base_exists || !req.teacher.empty();
   if (!text_mode && req.tasks.empty())
     return Status::error("nothing to evaluate: give --text (perplexity/KLD), --kld-base, or --tasks");

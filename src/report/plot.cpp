@@ -294,8 +294,9 @@ Result<Image> draw_line_chart(const LineChart& c, int width, int height) {
   // Titles.
   p.color(0.1, 0.1, 0.1);
   p.font(16, true);
-  if (p.text_width(c.title) > pw) p.font(13, true);  // a long title uses the legend's width too
-  p.text(p.text_width(c.title) > pw ? width / 2.0 : L + pw / 2, 30, c.title, 0.5, 1);
+  const bool long_title = p.text_width(c.title) > pw;  // it then uses the legend's width too
+  if (long_title) p.font(13, true);
+  p.text(long_title ? width / 2.0 : L + pw / 2, 30, c.title, 0.5, 1);
   p.font(13);
   p.text(L + pw / 2, height - 22, c.x_label, 0.5, 1);
   p.text(24, T + ph / 2, c.y_label + (c.log_y ? " (log scale)" : ""), 0.5, 1, -M_PI / 2);

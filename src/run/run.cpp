@@ -41,11 +41,6 @@ using run::run_step;
 using run::run_tool;
 using solve::format_size;
 
-bool exists(const std::string& p) {
-  std::error_code ec;
-  return fs::exists(p, ec);
-}
-
 std::string hms(double s) {
   const long t = std::lround(std::max(0.0, s));
   return t < 60 ? fmt::format("{}s", t) : t < 3600 ? fmt::format("{}m{:02}s", t / 60, t % 60)
@@ -169,7 +164,7 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
       out.push_back({s, {"--score-from-manifest"}});
     } else if (s == "hawq") {
       const std::string f = e.W + "/scores-hawq.json";
-      if (!exists(f)) {
+      if (!file_exists(f)) {
         std::vector<std::string> cmd = {e.G, "hawq", e.pool, "--teacher", e.teacher, "--calib", e.calib, "--samples",
                                         std::to_string(e.o.hawq_samples), "--seqs", "4", "--calib-tokens",
                                         std::to_string(e.o.hawq_calib_tokens), "--seq-len", "256", "-t", e.T, "-o", f};
@@ -183,7 +178,7 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
       if (f.empty()) {
         const std::string tag = fmt::format("{:.3g}", learn_bpw);
         f = e.W + "/scores-gamma-" + tag + ".json";
-        if (!exists(f)) {
+        if (!file_exists(f)) {
           std::vector<std::string> cmd = {e.G, "learn", e.pool, "--teacher", e.teacher, "--bpw", tag, "--steps",
                                           std::to_string(learn_steps(e)), "--layers-per-step", std::to_string(e.o.layers_per_step),
                                           "--visit-steps", std::to_string(e.o.visit_steps), "--forcing", "sublayer",
@@ -230,7 +225,7 @@ Result<EvalResult> eval_file(Env& e, const std::string& gguf, const std::string&
   const std::string text = validation ? e.valid_text : e.report_text;
   const std::string base = e.kld_base(validation);
   const std::string out = e.eval_path(stem, validation);
-  if (exists(out)) {  // a cached result; a corrupt one (a torn write by another tool) is redone
+  if (file_exists(out)) {  // a cached result; a corrupt one (a torn write by another tool) is redone
     auto r = load_eval(out);
     if (r.is_ok() || r.status().code() != Status::Code::kCorrupt) return r;
     std::error_code ec;
@@ -243,7 +238,7 @@ Result<EvalResult> eval_file(Env& e, const std::string& gguf, const std::string&
     const double tokens = double(chunks) * e.o.eval_ctx;
     GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("eval {} on {}", fs::path(gguf).filename().string(),
                                               fs::path(text).filename().string()),
-                                  run::eval_seconds(e.ms, tokens, exists(base)), [&] { return run_step("eval", cmd); }));
+                                  run::eval_seconds(e.ms, tokens, file_exists(base)), [&] { return run_step("eval", cmd); }));
   }
   return load_eval(out);
 }
@@ -310,7 +305,7 @@ json variant_json(const Variant& v) {
 
 // Emits `v`'s plan to `gguf` unless it is there already.
 Status emit_variant(Env& e, const Variant& v, const std::string& gguf) {
-  if (exists(gguf)) return Status::ok();
+  if (file_exists(gguf)) return Status::ok();
   return e.stage("emit " + v.name + " -> " + gguf, run::emit_seconds(e.ms),
                  [&] { return run_step("emit", {e.G, "emit", e.pool, v.plan, "-o", gguf}); });
 }
@@ -391,7 +386,7 @@ Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted) {
   r.name = mix;
   r.predicted = predicted;
   r.path = e.W + "/llama-" + mix + ".gguf";
-  if (!exists(r.path)) {
+  if (!file_exists(r.path)) {
     const std::string tmp = e.W + "/llama-" + mix + ".partial.gguf";
     GAMMA_RETURN_IF_ERROR(e.stage("llama-quantize " + mix + " -> " + r.path, run::mix_seconds(e.ms, mix), [&]() -> Status {
       GAMMA_RETURN_IF_ERROR(run_tool("llama-quantize", quantize_cmd(e, mix, tmp), e.W + "/llama-" + mix + ".log"));
@@ -484,19 +479,19 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range) {
   else if (o.max_kld > 0) std::printf("target: --max-kld %g (bisection: about 8 probes, each every variant)\n", o.max_kld);
   else std::printf("target: --bpw %g of the linear modules (file size from the static plan)\n", o.bpw);
   std::printf("\n  %-44s %10s %12s\n", "step", "time", "disk");
-  line("dequantize -> teacher (F32)", exists(e.teacher), run::dequantize_seconds(e.ms), uint64_t(4 * e.ms.params));
+  line("dequantize -> teacher (F32)", file_exists(e.teacher), run::dequantize_seconds(e.ms), uint64_t(4 * e.ms.params));
   if (o.imatrix == "auto")
-    line(fmt::format("llama-imatrix ({} x {} tokens)", o.imatrix_chunks, o.eval_ctx), exists(e.imatrix),
+    line(fmt::format("llama-imatrix ({} x {} tokens)", o.imatrix_chunks, o.eval_ctx), file_exists(e.imatrix),
          run::teacher_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx), 4 << 20);
-  const bool pool_done = exists(e.pool + "/manifest.json");
+  const bool pool_done = file_exists(e.pool + "/manifest.json");
   for (const auto& t : preview.types) {
     uint64_t bytes = 0;
     for (const auto& m : preview.modules)
       if (auto* c = m.find(t)) bytes += c->file_bytes;
-    line("pool " + t, pool_done || exists(e.pool + "/cand-" + t + ".gguf"), pool_seconds(e, preview, t), bytes);
+    line("pool " + t, pool_done || file_exists(e.pool + "/cand-" + t + ".gguf"), pool_seconds(e, preview, t), bytes);
   }
   for (const auto& s : o.scorers) {
-    if (s == "hawq") line("hawq (HAWQ-V2 traces)", exists(e.W + "/scores-hawq.json"),
+    if (s == "hawq") line("hawq (HAWQ-V2 traces)", file_exists(e.W + "/scores-hawq.json"),
                           run::hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens), 0);
     if (s == "gamma" && o.scores.empty())
       line(fmt::format("learn ({} steps)", learn_steps(e)), false, learn_estimate(e), 0);
@@ -523,12 +518,12 @@ Status make_inputs(Env& e, const PoolOptions& po, const Manifest& preview) {
   const RunOptions& o = e.o;
   // 2. The teacher: the model dequantized to F32 (for a quantized source, the best reference
   //    there is; reported as such).
-  if (!exists(e.teacher))
+  if (!file_exists(e.teacher))
     GAMMA_RETURN_IF_ERROR(e.stage("dequantize -> " + e.teacher, run::dequantize_seconds(e.ms), [&] {
       return run_step("dequantize", {e.G, "dequantize", e.model, "--type", "f32", "-o", e.teacher});
     }));
   // 3. Importance matrix, shared by gamma's pool and llama-quantize's mixes.
-  if (o.imatrix == "auto" && !exists(e.imatrix))
+  if (o.imatrix == "auto" && !file_exists(e.imatrix))
     GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("llama-imatrix ({} chunks of {} tokens of {}) -> {}", o.imatrix_chunks,
                                               o.eval_ctx, fs::path(e.calib).filename().string(), e.imatrix),
                                   run::teacher_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx), [&]() -> Status {
@@ -540,7 +535,7 @@ Status make_inputs(Env& e, const PoolOptions& po, const Manifest& preview) {
       return Status::ok();
     }));
   // 4. Pool (resumes by itself).
-  if (!exists(e.pool + "/manifest.json")) {
+  if (!file_exists(e.pool + "/manifest.json")) {
     double eta = 0;
     for (const auto& t : preview.types) eta += pool_seconds(e, preview, t);
     std::string types_csv;
@@ -677,7 +672,7 @@ Status set_up(Env& e) {
 Result<Manifest> open_model(Env& e, PoolOptions* po) {
   const RunOptions& o = e.o;
   e.model = o.model;
-  if (!exists(e.model) || fs::is_directory(e.model)) {
+  if (!file_exists(e.model) || fs::is_directory(e.model)) {
     std::printf("== fetch %s\n", o.model.c_str());
     GAMMA_ASSIGN_OR_RETURN(e.model, fetch_model(o.model));
   }

@@ -21,11 +21,6 @@ namespace fs = std::filesystem;
 constexpr const char* kStateSchema = "gamma.search.state";
 constexpr int kStateVersion = 1;
 
-bool exists(const std::string& p) {
-  std::error_code ec;
-  return fs::exists(p, ec);
-}
-
 using Assignment = std::vector<int>;  // per manifest module: index into its candidates (bytes ascending)
 
 struct Ctx {
@@ -129,7 +124,7 @@ Status check_options(const SearchOptions& o) {
   if (o.n_ctx < 8) return Status::errorf("--ctx must be at least 8 (got {})", o.n_ctx);
   if (o.generations < 0 || o.wall_seconds < 0 || (o.generations == 0 && o.wall_seconds == 0))
     return Status::error("give a limit: --generations N and/or --wall-time SECONDS (both > 0)");
-  if (!exists(o.teacher)) return Status::errorf("--teacher {} does not exist", o.teacher);
+  if (!file_exists(o.teacher)) return Status::errorf("--teacher {} does not exist", o.teacher);
   GAMMA_RETURN_IF_ERROR(check_text_file(o.text, "--calib"));
   return check_writable_dir(o.out);
 }
@@ -165,7 +160,7 @@ Result<SearchResult> run_search(const SearchOptions& o) {
   double pf = 0, ps = 0, spent_before = 0;
   int gen = 0;
   json history = json::array();
-  if (exists(state_path)) {
+  if (file_exists(state_path)) {
     GAMMA_ASSIGN_OR_RETURN(json s, read_json(state_path, kStateSchema, kStateVersion));
     for (const auto& [k, v] : config.items())
       if (!s["config"].contains(k) || s["config"][k] != v)

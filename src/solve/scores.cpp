@@ -84,46 +84,38 @@ Result<Scores> Scores::from_manifest(const Manifest& m) {
 
 Status Scores::transform(const std::string& how, const Manifest& m) {
   if (how == "score") return Status::ok();
-  if (how == "delta") {
-    for (auto& [name, row] : score) {
-      auto it = delta.find(name);
-      for (auto& [cand, v] : row) {
-        if (it == delta.end() || !it->second.count(cand))
-          return Status::errorf("--transform delta needs measured loss changes (gamma learn --measure-every); {} has none for {} of module {}",
-                                source, cand, name);
-        v = -it->second.at(cand);
-      }
-    }
-    method += "/delta";
-    return Status::ok();
-  }
-  if (how == "delta-fit") {
-    // The measured loss change of a module's candidates is, to a median R^2 of 0.995 on Qwen
-    // (results/iq_qwen/delta_fit.json), a straight line in the pool's imatrix-weighted relative
-    // error: delta_b = a + c * rel_err_b. The fitted slope c is the module's measured
-    // sensitivity; -c * rel_err_b keeps the measurement's scale per module and drops its noise
-    // (the intercept, the same for every candidate of a module, cannot change a plan). A module
-    // whose slope is not positive (too few or too noisy measurements) keeps its raw -delta.
-    size_t raw = 0;
+  if (how == "delta" || how == "delta-fit") {
+    // delta: -delta, the measured loss change. delta-fit: the measured loss change of a
+    // module's candidates is, to a median R^2 of 0.995 on Qwen (results/iq_qwen/delta_fit.json),
+    // a straight line in the pool's imatrix-weighted relative error, delta_b = a + c * rel_err_b;
+    // the fitted slope c is the module's measured sensitivity, and -c * rel_err_b keeps it
+    // while dropping the measurement noise (the intercept, the same for every candidate of a
+    // module, cannot change a plan). A module whose slope is not positive keeps -delta.
+    const bool fit = how == "delta-fit";
+    fit_fallbacks = 0;
     for (auto& [name, row] : score) {
       auto it = delta.find(name);
       const ModuleEntry* e = m.find(name);
       double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
       for (auto& [cand, v] : row) {
         if (it == delta.end() || !it->second.count(cand))
-          return Status::errorf("--transform delta-fit needs measured loss changes (gamma learn --measure-every); {} has none for {} of module {}",
-                                source, cand, name);
+          return Status::errorf("--transform {} needs measured loss changes (gamma learn --measure-every); {} has none for {} of module {}",
+                                how, source, cand, name);
+        v = -it->second.at(cand);
+        if (!fit) continue;
         const Candidate* c = e ? e->find(cand) : nullptr;
         if (!c) return Status::errorf("{} scores candidate {} of module {}, which the pool does not have", source, cand, name);
-        const double x = c->rel_err, y = it->second.at(cand);
+        const double x = c->rel_err, y = -v;
         n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y;
       }
+      if (!fit) continue;
       const double var = sxx - sx * sx / n, slope = var > 0 ? (sxy - sx * sy / n) / var : 0;
-      for (auto& [cand, v] : row) v = slope > 0 ? -slope * e->find(cand)->rel_err : -it->second.at(cand);
-      raw += slope > 0 ? 0 : 1;
+      if (slope > 0)
+        for (auto& [cand, v] : row) v = -slope * e->find(cand)->rel_err;
+      else
+        ++fit_fallbacks;
     }
-    fit_fallbacks = raw;
-    method += "/delta-fit";
+    method += "/" + how;
     return Status::ok();
   }
   if (how != "log" && how != "size-log")

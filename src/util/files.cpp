@@ -238,6 +238,11 @@ std::string shared_data_dir() {
   return roots.front();
 }
 
+bool file_exists(const std::string& path) {
+  std::error_code ec;
+  return !path.empty() && std::filesystem::exists(path, ec);
+}
+
 Result<uint64_t> file_size(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return Status::errorf(errno == ENOENT ? Status::Code::kNotFound : Status::Code::kIo, "cannot read {}: {}", path, std::strerror(errno));

@@ -61,6 +61,8 @@ std::string sha256_hex(const void* data, size_t n);
 Result<std::string> sha256_file_cached(const std::string& path);
 
 Result<uint64_t> file_size(const std::string& path);
+// Whether `path` names an existing file or directory (false for "" and on any error).
+bool file_exists(const std::string& path);
 
 // $GAMMA_CACHE, else $XDG_CACHE_HOME/gamma, else ~/.cache/gamma (created on demand).
 std::string cache_dir();
