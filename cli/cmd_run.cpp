@@ -22,9 +22,9 @@ void add_run(CLI::App& app) {
   c->add_option("-w,--work", o->work, "work directory (every step resumes from its files there)")->capture_default_str();
   c->add_option("--types", o->types, "pool candidate types (default: gamma pool's auto, the measured Pareto set)")
       ->delimiter(',');
-  c->add_option("--scorers", o->scorers, "allocators to try on validation: static, hawq, gamma (comma list)")
+  c->add_option("--scorers", o->scorers, "allocators tried on validation: static, hawq, gamma (comma list)")
       ->delimiter(',')->capture_default_str();
-  c->add_option("--calib", o->calib, "calibration text of llama-imatrix, hawq and learn (default: war-and-peace.txt)");
+  c->add_option("--calib", o->calib, "calibration text of llama-imatrix, hawq and learn (default: WORK/calib.txt, the first 40,000 bytes of war-and-peace.txt and 36,000 of python-calib.txt)");
   c->add_option("--imatrix", o->imatrix, "auto (llama-imatrix on the calibration text), none, or an imatrix file")->capture_default_str();
   c->add_option("--imatrix-chunks", o->imatrix_chunks, "llama-imatrix chunks for --imatrix auto")->capture_default_str();
   c->add_option("--scores", o->scores, "gamma scorer: reuse SCORES.json (learned at any budget) instead of learning");

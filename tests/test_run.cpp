@@ -8,6 +8,7 @@
 #include "run/mixes.h"
 #include "run/run.h"
 #include "testing.h"
+#include "util/files.h"
 #include "util/json.h"
 
 using namespace gm;
@@ -48,7 +49,7 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
   TempDir d;
   const std::string args = stories260k() + " --bpw 8 -w " + d / "w" +
                            " --imatrix-chunks 2 -c 128 --chunks 4 --steps 6 --layers-per-step 0 --calib-tokens 512 -t 2"
-                           " --scorers static,hawq,gamma --hawq-samples 1 --max-mixes 2";
+                           " --hawq-samples 1 --max-mixes 2";  // every scorer: the default
   auto r = gamma("run " + args);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* step : {"== dequantize", "== llama-imatrix", "== pool", "== hawq", "== learn", "== solve + emit",
@@ -56,6 +57,15 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
     EXPECT_NE(r.output.find(step), std::string::npos) << step << "\n" << r.output;
   auto j = read_json(d / "w/run.json", "gamma.run", 2);
   ASSERT_TRUE(j.is_ok()) << j.status().message();
+  // No --calib: one text of prose then code (the first 40,000 bytes of war-and-peace.txt, then
+  // 36,000 of python-calib.txt) calibrates the imatrix, HAWQ-V2 and Stage I.
+  auto calib = read_text_file(d / "w/calib.txt", "calib");
+  auto prose = read_text_file(gm::testing::shared_data("text/war-and-peace.txt"), "prose");
+  auto code = read_text_file(gm::testing::shared_data("text/python-calib.txt"), "code");
+  ASSERT_TRUE(calib.is_ok() && prose.is_ok() && code.is_ok());
+  EXPECT_EQ(*calib, prose->substr(0, 40000) + (prose->substr(0, 40000).back() == '\n' ? "" : "\n") +
+                        code->substr(0, 36000) + (code->substr(0, 36000).back() == '\n' ? "" : "\n"));
+  EXPECT_EQ((*j)["calibration"], d / "w/calib.txt");
   // Every scorer with both head rules was measured on validation; the chosen one is the lowest.
   const auto& tried = (*j)["tried"];
   ASSERT_GE(tried.size(), 3u);

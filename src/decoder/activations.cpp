@@ -53,7 +53,7 @@ Status pread_all(int fd, void* data, size_t n, uint64_t off, const std::string& 
 std::vector<std::string> default_calibration_files() {
   const std::string root = shared_data_dir();
   return {fs::weakly_canonical(root + "/text/war-and-peace.txt").string(),
-          fs::weakly_canonical(root + "/text/wiki.valid.tokens").string()};
+          fs::weakly_canonical(root + "/text/python-calib.txt").string()};
 }
 
 std::string activation_cache_root(const CalibOptions& opt) {

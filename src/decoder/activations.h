@@ -36,8 +36,10 @@ struct CalibOptions {
   std::function<void(int done)> on_sequence;
 };
 
-// war-and-peace.txt and wiki.valid.tokens from ../shared/data/text ($GAMMA_SHARED_DATA, else
-// the shared data next to the working tree); never the evaluation text (wiki.test.raw).
+// war-and-peace.txt and python-calib.txt (prose and code, an equal share of sequences each, as
+// gamma run's default calibration) from ../shared/data/text ($GAMMA_SHARED_DATA, else the shared
+// data next to the working tree); never a text gamma run chooses on (wiki.valid.tokens) or
+// reports on (experiments/ that validate on python-calib.txt's end pass --calib).
 std::vector<std::string> default_calibration_files();
 
 // Where the cache entries of `opt` live: opt.cache_root, else cache_dir()/activations.

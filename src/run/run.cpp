@@ -49,6 +49,12 @@ std::string hms(double s) {
 
 // The run's inputs, resolved once: paths in the work directory, the child commands'
 // common arguments, the model's size (for estimates) and the stage log.
+// The default calibration text (no --calib): prose and code, about half each, the first bytes of
+// war-and-peace.txt and python-calib.txt (whose end, from byte 480,000, experiments/ hold back for
+// validation). Measured on Qwen2.5-Coder (results/calib_qwen/, experiments/calib_study.sh): the
+// imatrix on both beat prose alone and code alone on the two validation texts together.
+constexpr size_t kDefaultCalibProseBytes = 40000, kDefaultCalibCodeBytes = 36000;
+
 struct Env {
   explicit Env(const RunOptions& opt) : o(opt) {}
   const RunOptions& o;
@@ -431,21 +437,39 @@ Status draw_run_png(const std::string& path, const json& summary) {
   std::sort(pts.begin(), pts.end());
   for (auto [x, y] : pts) front.x.push_back(x), front.y.push_back(y);
   if (!front.x.empty()) c.series.push_back(front);
-  report::Series chosen{"gamma's file", {}, {}, {}, {}};
+  // The file the verdict chose is marked: gamma's, or the llama.cpp mix that beat it.
+  const json v = summary.value("verdict", json::object());
+  const bool mix_won = v.is_object() && v.value("winner", "") == "llama.cpp";
+  report::Series chosen{mix_won ? "gamma's best plan" : "gamma's file (chosen)", {}, {}, {}, {}};
   const auto& g = summary["rows"][0];
   chosen.x.push_back(g["file_bytes"].get<double>() / 1e6);
   chosen.y.push_back(g["kld_mean"].get<double>());
   chosen.point_labels.push_back("gamma");
   c.series.push_back(chosen);
+  // Mixes that are the same file (llama.cpp falls back to the same types, e.g. Q2_K and Q3_K_S
+  // on 576-wide rows) are one point with both names.
   report::Series mixes{"llama.cpp mixes", {}, {}, {}, {}};
+  report::Series won{"chosen file (a llama.cpp mix)", {}, {}, {}, {}};
   for (const auto& m : summary["mixes"]) {
-    mixes.x.push_back(m["file_bytes"].get<double>() / 1e6);
-    mixes.y.push_back(m["kld_mean"].get<double>());
-    mixes.point_labels.push_back(m["label"].get<std::string>().substr(10));  // "llama.cpp "
+    const double x = m["file_bytes"].get<double>() / 1e6, y = m["kld_mean"].get<double>();
+    const std::string name = m["label"].get<std::string>().substr(10);  // "llama.cpp "
+    if (mix_won && name == v.value("mix", "")) won.x.push_back(x), won.y.push_back(y), won.point_labels.push_back(name);
+    size_t i = 0;
+    while (i < mixes.x.size() && !(mixes.x[i] == x && mixes.y[i] == y)) ++i;
+    if (i < mixes.x.size()) {
+      mixes.point_labels[i] += " = " + name;
+      continue;
+    }
+    mixes.x.push_back(x), mixes.y.push_back(y), mixes.point_labels.push_back(name);
   }
   if (!mixes.x.empty()) {
     mixes.markers_only = true;
     c.series.push_back(mixes);
+  }
+  if (!won.x.empty()) {
+    won.markers_only = true;
+    won.point_labels = {""};  // named by its mixes point
+    c.series.push_back(won);
   }
   c.x_lines.push_back({summary["budget_bytes"].get<double>() / 1e6, "budget"});
   GAMMA_ASSIGN_OR_RETURN(report::Image img, report::draw_line_chart(c));
@@ -650,11 +674,18 @@ Status set_up(Env& e) {
   e.valid_chunks = o.valid_chunks > 0 ? o.valid_chunks : o.eval_chunks;
   e.report_text = o.eval_text.empty() ? e.data + "/text/wiki.test.raw" : o.eval_text;
   e.valid_text = o.valid_text.empty() ? e.data + "/text/wiki.valid.tokens" : o.valid_text;
-  e.calib = o.calib.empty() ? e.data + "/text/war-and-peace.txt" : o.calib;
-  for (const auto& f : {e.report_text, e.valid_text, e.calib}) {
+  const std::vector<std::pair<std::string, size_t>> parts = {
+      {e.data + "/text/war-and-peace.txt", kDefaultCalibProseBytes}, {e.data + "/text/python-calib.txt", kDefaultCalibCodeBytes}};
+  std::vector<std::string> texts = {e.report_text, e.valid_text};
+  if (o.calib.empty())
+    for (const auto& p : parts) texts.push_back(p.first);
+  else
+    texts.push_back(o.calib);
+  for (const auto& f : texts) {
     if (::access(f.c_str(), R_OK) != 0) return Status::errorf("cannot read {}: {}", f, std::strerror(errno));
     GAMMA_RETURN_IF_ERROR(check_text_file(f, "text"));
   }
+  e.calib = o.calib.empty() ? e.W + "/calib.txt" : o.calib;
   if (o.dry_run) return Status::ok();
   std::error_code ec;
   fs::create_directories(e.W, ec);
@@ -665,6 +696,15 @@ Status set_up(Env& e) {
   GAMMA_ASSIGN_OR_RETURN(auto lock, FileLock::try_acquire(e.W + "/.gamma-run.lock"));
   if (!lock) return Status::errorf("work directory {} is in use by another gamma run", e.W);
   e.lock.emplace(std::move(*lock));
+  if (o.calib.empty() && !file_exists(e.calib)) {  // prose then code, one file: llama-imatrix reads one
+    std::string text;
+    for (const auto& [path, bytes] : parts) {
+      GAMMA_ASSIGN_OR_RETURN(std::string t, read_text_file(path, "calibration text"));
+      text += t.substr(0, bytes);
+      if (text.empty() || text.back() != '\n') text += '\n';
+    }
+    GAMMA_RETURN_IF_ERROR(write_file_atomic(e.calib, text));
+  }
   return Status::ok();
 }
 
@@ -773,6 +813,7 @@ Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& s
   summary["model"] = e.model;
   summary["teacher"] = e.teacher;
   summary["imatrix"] = e.imatrix;
+  summary["calibration"] = e.calib;
   summary["target"] = {{"size", o.size}, {"bpw", o.bpw}, {"max_kld", o.max_kld}};
   summary["budget_bytes"] = budget;
   summary["feasible_bytes"] = {range.min, range.max};
