@@ -134,7 +134,7 @@ if has learn && [ ! -f $R/gamma.json ]; then
     --checkpoint-every 8 -t $T -o $W/scores/gamma.json  # GAMMA_PROGRESS=1: a progress line every few seconds
   cp $W/scores/gamma.json $R/gamma.json
 fi
-# 3. Every allocator at each mix's file size: one plan per tied-embedding type, the one with
+# 3. Every allocator at each mix's file size (and at each of BPWS): one plan per tied-embedding type, the one with
 # the lowest validation KLD (both texts, summed) evaluated on the test texts.
 VCH=${VCHUNKS:-8}
 tail -c +480001 $txt/python-calib.txt > $W/valid-py.txt
@@ -148,10 +148,21 @@ valid_kld() {  # GGUF NAME -> sum of the mean KLD on the two validation texts
   python3 -c "import json,sys; print(sum(json.load(open(f))['kld']['mean'] for f in sys.argv[1:]))" \
     $R/evals/$2.wv.json $R/evals/$2.pv.json
 }
-mix_bytes() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['model']['file_bytes'])" $R/evals/llama-$1.wiki.json; }
+# A size is a mix's file (NAME: its measured bytes) or bpwB (BPWS="2.75 3.0 ..."): the file of
+# B bits per weight in the linear modules with llama.cpp's default non-linear types, i.e. the
+# static plan's bytes at --bpw B without --fixed; every allocator then solves at those bytes.
+mix_bytes() {
+  if [[ $1 == bpw* ]]; then
+    [ -f $R/plans/size-$1.json ] || $G solve --pool $POOL_ALL --score-from-manifest --bpw ${1#bpw} -o $R/plans/size-$1.json > /dev/null
+    python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['info']['predicted']['file_bytes'])" $R/plans/size-$1.json
+  else
+    python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['model']['file_bytes'])" $R/evals/llama-$1.wiki.json
+  fi
+}
+SIZES="$MIXES $(for b in ${BPWS:-}; do echo bpw$b; done)"
 if has sizes; then
-  for m in $MIXES; do
-    [ -f $R/evals/llama-$m.wiki.json ] || continue
+  for m in $SIZES; do
+    [[ $m == bpw* ]] || [ -f $R/evals/llama-$m.wiki.json ] || continue
     sz=$(mix_bytes $m)
     for a in $ALLOCS; do
       case $a in

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Issue 18's table from results/iq_<model>/ (experiments/iq_sweep.sh): at each llama.cpp mix's
-file size, the mix and every gamma allocator (the non-linear-tensor variant chosen on
+file size (and at each fixed budget of BPWS), the mix and every gamma allocator (the non-linear-tensor variant chosen on
 validation text, named) with file bytes and KLD vs the teacher on both test texts.
 
   iq_tables.py results/iq_smollm2 [-o results/iq_smollm2/table.md]
@@ -35,10 +35,18 @@ def main():
     lines = ["| size of | bytes | allocator (variant chosen on validation) | bytes | KLD wiki.test | KLD python-eval |",
              "|---|---|---|---|---|---|"]
     out = {"schema": "gamma.iq_table", "version": 1, "rows": []}
-    for m in mixes:
-        w, p = kld(os.path.join(ev, f"llama-{m}.wiki.json")), kld(os.path.join(ev, f"llama-{m}.py.json"))
-        lines.append(f"| {m} | {w[0]:,} | llama.cpp {m} | {w[0]:,} | {cell(w)} | {cell(p)} |")
-        out["rows"].append({"size_of": m, "allocator": "llama.cpp", "file_bytes": w[0], "wiki": w[1:], "py": p and p[1:]})
+    # Fixed budgets (iq_sweep.sh BPWS): bpwB, the file of B bpw in the linear modules with
+    # llama.cpp's default non-linear types; no mix there.
+    bpws = sorted(os.path.basename(f)[len("size-"):-len(".json")] for f in glob.glob(os.path.join(a.dir, "plans", "size-bpw*.json")))
+    for m in mixes + bpws:
+        if m.startswith("bpw"):
+            b = json.load(open(os.path.join(a.dir, "plans", f"size-{m}.json")))["info"]["predicted"]["file_bytes"]
+            lines.append(f"| {m[3:]} bpw | {b:,} | (no llama.cpp mix) | | | |")
+            out["rows"].append({"size_of": m, "allocator": None, "file_bytes": b})
+        else:
+            w, p = kld(os.path.join(ev, f"llama-{m}.wiki.json")), kld(os.path.join(ev, f"llama-{m}.py.json"))
+            lines.append(f"| {m} | {w[0]:,} | llama.cpp {m} | {w[0]:,} | {cell(w)} | {cell(p)} |")
+            out["rows"].append({"size_of": m, "allocator": "llama.cpp", "file_bytes": w[0], "wiki": w[1:], "py": p and p[1:]})
         for al in allocs:
             choice = os.path.join(a.dir, "plans", f"{al}-size-{m}.choice")
             if not os.path.exists(choice):
