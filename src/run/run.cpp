@@ -698,10 +698,10 @@ Status set_up(Env& e) {
   e.lock.emplace(std::move(*lock));
   if (o.calib.empty() && !file_exists(e.calib)) {  // prose then code, one file: llama-imatrix reads one
     std::string text;
-    for (const auto& [path, bytes] : parts) {
+    for (const auto& [path, bytes] : parts) {  // byte for byte the sweep's calib-mix.txt
       GAMMA_ASSIGN_OR_RETURN(std::string t, read_text_file(path, "calibration text"));
+      if (!text.empty() && text.back() != '\n') text += '\n';
       text += t.substr(0, bytes);
-      if (text.empty() || text.back() != '\n') text += '\n';
     }
     GAMMA_RETURN_IF_ERROR(write_file_atomic(e.calib, text));
   }
