@@ -22,7 +22,9 @@ void Progress::update(int64_t done, const std::string& extra) {
   extra_ = extra;
   auto now = std::chrono::steady_clock::now();
   auto min_gap = tty_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(5000);
-  if (now - last_ < min_gap) return;
+  // The last step is drawn by finish(): drawn here too, a log would show the full bar twice
+  // whenever the final update fell after the gap (a slow machine).
+  if (now - last_ < min_gap || (total_ > 0 && done >= total_)) return;
   last_ = now;
   draw(false);
 }
