@@ -32,8 +32,8 @@ struct RunOptions {
   double max_kld = 0;
   std::string work = "gamma-run";      // work directory
   std::vector<std::string> types;      // pool candidates; empty: gamma pool's default set (auto)
-  // Every scorer by default: validation picks. GAMMA's measured loss changes won on Qwen below
-  // 3.3 bpw and tie HAWQ-V2 above (results/iq_qwen/table.md); Stage I costs ~3 min on SmolLM2 and
+  // Every scorer by default: validation picks. On Qwen GAMMA's measured loss changes win below
+  // ~2.9 bpw, HAWQ-V2 from 3.0 to 3.5 (results/iq_qwen/table.md); Stage I costs ~2 min on SmolLM2 and
   // ~35-55 min on Qwen-1.5B (2 cores), cached in the work directory like HAWQ-V2's traces.
   std::vector<std::string> scorers = {"static", "hawq", "gamma"};
   std::string calib;                   // calibration text of imatrix, hawq and learn; default prose + code (run.cpp)
