@@ -47,14 +47,14 @@ std::string hms(double s) {
                                                    : fmt::format("{}h{:02}m", t / 3600, t / 60 % 60);
 }
 
-// The run's inputs, resolved once: paths in the work directory, the child commands'
-// common arguments, the model's size (for estimates) and the stage log.
 // The default calibration text (no --calib): prose and code, about half each, the first bytes of
 // war-and-peace.txt and python-calib.txt (whose end, from byte 480,000, experiments/ hold back for
 // validation). Measured on Qwen2.5-Coder (results/calib_qwen/, experiments/calib_study.sh): the
 // imatrix on both beat prose alone and code alone on the two validation texts together.
 constexpr size_t kDefaultCalibProseBytes = 40000, kDefaultCalibCodeBytes = 36000;
 
+// The run's inputs, resolved once: paths in the work directory, the child commands'
+// common arguments, the model's size (for estimates) and the stage log.
 struct Env {
   explicit Env(const RunOptions& opt) : o(opt) {}
   const RunOptions& o;
@@ -453,7 +453,7 @@ Status draw_run_png(const std::string& path, const json& summary) {
   for (const auto& m : summary["mixes"]) {
     const double x = m["file_bytes"].get<double>() / 1e6, y = m["kld_mean"].get<double>();
     const std::string name = m["label"].get<std::string>().substr(10);  // "llama.cpp "
-    if (mix_won && name == v.value("mix", "")) won.x.push_back(x), won.y.push_back(y), won.point_labels.push_back(name);
+    if (mix_won && name == v.value("mix", "")) won.x.push_back(x), won.y.push_back(y);  // named by its mixes point
     size_t i = 0;
     while (i < mixes.x.size() && !(mixes.x[i] == x && mixes.y[i] == y)) ++i;
     if (i < mixes.x.size()) {
@@ -468,7 +468,6 @@ Status draw_run_png(const std::string& path, const json& summary) {
   }
   if (!won.x.empty()) {
     won.markers_only = true;
-    won.point_labels = {""};  // named by its mixes point
     c.series.push_back(won);
   }
   c.x_lines.push_back({summary["budget_bytes"].get<double>() / 1e6, "budget"});
