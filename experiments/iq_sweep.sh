@@ -117,10 +117,13 @@ fi
 # MEASURE=4 ran at ~5 s a step beside the evals, 75 min, too long for one session here. Calibration: prose + code
 # as for HAWQ and the imatrix (calib-mix.txt is a prefix of it, too short for 16k tokens),
 # never the validation texts that choose (python-calib's held-back part starts at 480,000).
+# More data (issue 19): EPOCHS > 1 visits every layer EPOCHS times, each visit on other
+# calibration sequences; GAMMA_TAG names the run (scores gamma-TAG.json, allocator gammad-TAG).
 POOL_AUTO=$W/pool-auto
-VISIT=${VISIT:-12}; MEASURE=${MEASURE:-3}; CALIB_TOKENS=${CALIB_TOKENS:-16384}
-LEARN_STEPS=${LEARN_STEPS:-$((1 + 28 * VISIT))}; GAMMA_BPW=${GAMMA_BPW:-3.25}
-if has learn && [ ! -f $R/gamma.json ]; then
+VISIT=${VISIT:-12}; MEASURE=${MEASURE:-3}; CALIB_TOKENS=${CALIB_TOKENS:-16384}; EPOCHS=${EPOCHS:-1}
+LEARN_STEPS=${LEARN_STEPS:-$((1 + 28 * VISIT * EPOCHS))}; GAMMA_BPW=${GAMMA_BPW:-3.25}
+GNAME=gamma${GAMMA_TAG:+-$GAMMA_TAG}
+if has learn && [ ! -f $R/$GNAME.json ]; then
   if [ ! -f $POOL_AUTO/manifest.json ]; then
     mkdir -p $POOL_AUTO
     for f in $POOL_ALL/cand-*; do ln -sf "$f" $POOL_AUTO/; done
@@ -131,8 +134,8 @@ if has learn && [ ! -f $R/gamma.json ]; then
   GAMMA_PROGRESS=1 $G learn $POOL_AUTO --teacher $TEACHER --calib $W/calib-learn.txt \
     --calib-tokens $CALIB_TOKENS --seq-len 256 --seqs 4 --bpw $GAMMA_BPW --steps $LEARN_STEPS --layers-per-step 1 \
     --estimator st --forcing sublayer --visit-steps $VISIT --measure-every $MEASURE --lr 0.05 --tau 1 --tau-end 0.05 \
-    --checkpoint-every 8 -t $T -o $W/scores/gamma.json  # GAMMA_PROGRESS=1: a progress line every few seconds
-  cp $W/scores/gamma.json $R/gamma.json
+    --checkpoint-every 8 -t $T -o $W/scores/$GNAME.json  # GAMMA_PROGRESS=1: a progress line every few seconds
+  cp $W/scores/$GNAME.json $R/$GNAME.json
 fi
 # 3. Every allocator at each mix's file size (and at each of BPWS): one plan per tied-embedding type, the one with
 # the lowest validation KLD (both texts, summed) evaluated on the test texts.
@@ -160,6 +163,12 @@ mix_bytes() {
   fi
 }
 SIZES="$MIXES $(for b in ${BPWS:-}; do echo bpw$b; done)"
+POOL_K=$W/pool-k
+if has sizes && [[ " ${STATIC_POOLS:-all} " == *" k "* ]] && [ ! -f $POOL_K/manifest.json ]; then
+  mkdir -p $POOL_K
+  for t in Q2_K Q3_K Q4_K Q5_K Q6_K; do ln -sf $POOL_ALL/cand-$t.gguf $POOL_ALL/cand-$t.json $POOL_K/; done
+  $G pool "$src" --types Q2_K,Q3_K,Q4_K,Q5_K,Q6_K --imatrix $IMX -t $T -q -o $POOL_K
+fi
 if has sizes; then
   for m in $SIZES; do
     [[ $m == bpw* ]] || [ -f $R/evals/llama-$m.wiki.json ] || continue
@@ -170,30 +179,38 @@ if has sizes; then
         hawq) [ -f $R/hawq.json ] || continue; args="--scores $R/hawq.json"; pool=$POOL_ALL ;;
         gamma) [ -f $R/gamma.json ] || continue; args="--scores $R/gamma.json --transform size-log"; pool=$POOL_AUTO ;;
         gammad) [ -f $R/gamma.json ] || continue; args="--scores $R/gamma.json"; pool=$POOL_AUTO ;;  # + a transform below
+        gammad-*) [ -f $R/gamma-${a#gammad-}.json ] || continue; args="--scores $R/gamma-${a#gammad-}.json"; pool=$POOL_AUTO ;;
         *) args="--scores $R/$a.json --transform size-log"; pool=$POOL_ALL ;;  # other scores learned on pool-all
       esac
       # Variants: every FIXED head; GAMMA's measured loss changes also raw (--transform delta,
       # label HEAD) or fitted per module as a line in rel_err (--transform delta-fit, fit-HEAD).
-      vargs=(); vlabel=(); vspec=()
+      # The static proxy also over the K types alone (STATIC_POOLS="all k", label k-HEAD): its
+      # imatrix-weighted error is one number per candidate, and whether the IQ and K grids'
+      # errors cost alike is a question validation answers, as for the head.
+      vargs=(); vlabel=(); vspec=(); vpool=()
       for v in $FIXED; do
-        if [ $a = gammad ]; then
+        if [[ $a == gammad* ]]; then
           vargs+=("$args --transform delta" "$args --transform delta-fit"); vlabel+=("${v%%:*}" "fit-${v%%:*}")
-          vspec+=("${v#*:}" "${v#*:}")
-        else vargs+=("$args"); vlabel+=("${v%%:*}"); vspec+=("${v#*:}"); fi
+          vspec+=("${v#*:}" "${v#*:}"); vpool+=($pool $pool)
+        else vargs+=("$args"); vlabel+=("${v%%:*}"); vspec+=("${v#*:}"); vpool+=($pool); fi
+        if [ $a = static ] && [[ " ${STATIC_POOLS:-all} " == *" k "* ]] && [[ ${v#*:} != *IQ* ]]; then
+          vargs+=("$args"); vlabel+=("k-${v%%:*}"); vspec+=("${v#*:}"); vpool+=($POOL_K)
+        fi
       done
-      best=""; bestk=""; nv=${#vargs[@]}
+      best=""; bestk=""; bestpool=$pool; nv=${#vargs[@]}
       for i in "${!vargs[@]}"; do
-        n=$a-size-$m-${vlabel[$i]}; spec=${vspec[$i]}
-        [ -f $R/plans/$n.json ] || $G solve --pool $pool ${vargs[$i]} --size $sz $(for f in ${spec//,/ }; do echo --fixed $f; done) \
+        n=$a-size-$m-${vlabel[$i]}; spec=${vspec[$i]}; vp=${vpool[$i]}
+        [ -f $R/plans/$n.json ] || $G solve --pool $vp ${vargs[$i]} --size $sz $(for f in ${spec//,/ }; do echo --fixed $f; done) \
           -o $R/plans/$n.json > /dev/null
         # One variant (a head fixed from the validation choices at the neighbouring sizes): nothing
         # to choose, so no validation evals.
         if [ $nv = 1 ]; then best=$n; bestk="none (one variant)"; break; fi
-        [ -f $R/evals/$n.wv.json ] && [ -f $R/evals/$n.pv.json ] || $G emit $pool $R/plans/$n.json -o $W/models/$n.gguf > /dev/null
+        [ -f $R/evals/$n.wv.json ] && [ -f $R/evals/$n.pv.json ] || $G emit $vp $R/plans/$n.json -o $W/models/$n.gguf > /dev/null
         k=$(valid_kld $W/models/$n.gguf $n)
         rm -f $W/models/$n.gguf
-        if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $k < $bestk else 1)"; then best=$n; bestk=$k; fi
+        if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $k < $bestk else 1)"; then best=$n; bestk=$k; bestpool=$vp; fi
       done
+      pool=$bestpool
       log "$a at $m size: $best (validation KLD sum $bestk)"
       echo "$best" > $R/plans/$a-size-$m.choice
       if [ ! -f $R/evals/$best.py.json ]; then

@@ -70,10 +70,14 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
   const auto& tried = (*j)["tried"];
   ASSERT_GE(tried.size(), 3u);
   std::set<std::string> scorers;
+  std::set<int> head_steps;
   for (const auto& t : tried) {
     EXPECT_GE(t["valid_kld"].get<double>(), (*j)["chosen"]["valid_kld"].get<double>());
     scorers.insert(t["scorer"].get<std::string>());
+    head_steps.insert(t["head_steps"].get<int>());
   }
+  // The default head (Q8_0 here), one step cheaper (Q5_1) and two (Q4_1).
+  EXPECT_EQ(head_steps, (std::set<int>{0, 1, 2}));
   // GAMMA's measured loss changes, raw and fitted (--transform delta, delta-fit), are both tried.
   EXPECT_EQ(scorers, (std::set<std::string>{"static", "hawq", "gamma", "gamma-fit"}));
   const auto& rows = (*j)["rows"];

@@ -107,13 +107,22 @@ Result<run::ModelSize> model_size(const std::string& path, int threads) {
   return s;
 }
 
-// A one-step-cheaper type for the output head (or the tied embedding) that its rows fit, or "".
-std::string cheaper_head_type(const Manifest& m, const std::string& head, const std::string& current) {
+// The output head's (or the tied embedding's) type `steps` steps cheaper than `current` that
+// its rows fit, or "". Two steps are tried because on Qwen the Q4_K head (two below llama.cpp's
+// Q6_K) won validation for every allocator at IQ2_M, Q2_K and IQ3_XXS's sizes
+// (results/iq_qwen/table.md): the bytes buy more in the linear modules than in the head.
+std::string cheaper_head_type(const Manifest& m, const std::string& head, const std::string& current, int steps = 1) {
   static const std::map<std::string, std::string> kStep = {
       {"Q8_0", "Q5_1"}, {"Q6_K", "Q5_K"}, {"Q5_K", "Q4_K"}, {"Q5_1", "Q4_1"}};
-  auto it = kStep.find(current);
-  return it != kStep.end() && check_fixed_type(m, head, it->second).is_ok() ? it->second : "";
+  std::string t = current;
+  for (int i = 0; i < steps; ++i) {
+    auto it = kStep.find(t);
+    if (it == kStep.end() || !check_fixed_type(m, head, it->second).is_ok()) return "";
+    t = it->second;
+  }
+  return t;
 }
+constexpr int kHeadSteps = 2;  // the cheaper heads variants_at tries: 1 .. kHeadSteps steps
 
 struct Range {
   uint64_t min = 0, max = 0;  // the smallest file run can make, and the largest one
@@ -128,10 +137,11 @@ Result<Range> feasible_range(const Manifest& man) {
   r.min = a.min_file_bytes();
   const std::string head = output_head(man);
   const std::string smallest = default_fixed_types(man, 0).at(head);
-  if (auto c = cheaper_head_type(man, head, smallest); !c.empty()) {
-    GAMMA_ASSIGN_OR_RETURN(auto b, solve::Allocator::create(man, st, {}, {}, {{head, c}}));
-    r.min = std::min(r.min, b.min_file_bytes());
-  }
+  for (int k = 1; k <= kHeadSteps; ++k)
+    if (auto c = cheaper_head_type(man, head, smallest, k); !c.empty()) {
+      GAMMA_ASSIGN_OR_RETURN(auto b, solve::Allocator::create(man, st, {}, {}, {{head, c}}));
+      r.min = std::min(r.min, b.min_file_bytes());
+    }
   solve::Scores heavy = st;
   for (const auto& e : man.modules)
     for (const auto& c : e.candidates) heavy.score[e.name][c.id] = double(c.bytes);
@@ -209,6 +219,7 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
 
 struct Variant {
   std::string name, scorer, head_type;  // head_type "" = the default for the size
+  int head_steps = 0;                    // how many steps cheaper than that default head_type is
   std::string plan;
   uint64_t bytes = 0;
   double kld = 0, kld_err = 0;  // validation
@@ -250,7 +261,7 @@ Result<EvalResult> eval_file(Env& e, const std::string& gguf, const std::string&
 }
 
 // Solves, emits and measures (validation) every scorer with the default head and with a
-// one-step-cheaper head at `size` bytes. Each variant's files live in W/at-SIZE/; the
+// cheaper head (one and two steps) at `size` bytes. Each variant's files live in W/at-SIZE/; the
 // candidate GGUFs are removed once measured.
 Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solve::Allocator& stat,
                                          const std::vector<Scorer>& scorers, uint64_t size) {
@@ -266,16 +277,24 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
   // cheaper head is tried.
   auto at = stat.solve(b);
   const std::string def = at.is_ok() ? at->plan.fixed.at(head) : default_fixed_types(man, 0).at(head);
-  std::vector<std::string> heads;
-  if (at.is_ok()) heads.push_back("");
-  if (auto c = cheaper_head_type(man, head, def); !c.empty()) heads.push_back(c);
+  std::vector<std::pair<std::string, int>> heads;  // type, steps below the default
+  if (at.is_ok()) heads.emplace_back("", 0);
+  for (int k = 1; k <= kHeadSteps; ++k) {
+    const std::string c = cheaper_head_type(man, head, def, k);
+    if (c.empty()) continue;
+    // Near the smallest file only the cheapest heads can make it.
+    GAMMA_ASSIGN_OR_RETURN(solve::Scores st, solve::Scores::from_manifest(man));
+    GAMMA_ASSIGN_OR_RETURN(auto with, solve::Allocator::create(man, st, {}, {}, {{head, c}}));
+    if (with.min_file_bytes() <= size) heads.emplace_back(c, k);
+  }
   if (heads.empty()) return at.status();
   std::vector<Variant> out;
   for (const auto& s : scorers)
-    for (const auto& h : heads) {
+    for (const auto& [h, steps] : heads) {
       Variant v;
       v.scorer = s.name;
       v.head_type = h;
+      v.head_steps = steps;
       v.name = s.name + (h.empty() ? "" : "-" + head.substr(0, head.find('.')) + "-" + h);
       v.plan = dir + "/plan-" + v.name + ".json";
       const std::string gguf = dir + "/" + v.name + ".gguf", stem = dir + "/" + v.name;
@@ -305,7 +324,7 @@ const Variant& best_of(const std::vector<Variant>& vs) {
 }
 
 json variant_json(const Variant& v) {
-  return {{"name", v.name}, {"scorer", v.scorer}, {"head_type", v.head_type}, {"plan", v.plan},
+  return {{"name", v.name}, {"scorer", v.scorer}, {"head_type", v.head_type}, {"head_steps", v.head_steps}, {"plan", v.plan},
           {"file_bytes", v.bytes}, {"valid_kld", v.kld}, {"valid_kld_stderr", v.kld_err}};
 }
 
@@ -520,7 +539,7 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range) {
       line(fmt::format("learn ({} steps)", learn_steps(e)), false, learn_estimate(e), 0);
   }
   const int n_scorers = int(o.scorers.size() + std::count(o.scorers.begin(), o.scorers.end(), "gamma"));  // + gamma-fit
-  const int variants = n_scorers * 2 * (o.max_kld > 0 ? 8 : 1);
+  const int variants = n_scorers * (1 + kHeadSteps) * (o.max_kld > 0 ? 8 : 1);
   const double vtok = double(e.valid_chunks) * o.eval_ctx, rtok = double(o.eval_chunks) * o.eval_ctx;
   const uint64_t file = range.max / 2 + range.min / 2;
   line(fmt::format("{} variants: solve + emit + validation eval", variants), false,
@@ -591,10 +610,13 @@ Result<json> front_point(Env& e, const Manifest& man, const std::vector<Scorer>&
     b.file_bytes = m.bytes;
     const std::string head = output_head(man);
     auto a = stat.solve(b);
-    if (!best.head_type.empty()) {  // the same rule: one step cheaper than the default head at that size
+    if (!best.head_type.empty()) {  // the same rule: as many steps cheaper than the default head at that size
       const std::string def = a.is_ok() ? a->plan.fixed.at(head) : default_fixed_types(man, 0).at(head);
-      const std::string c = cheaper_head_type(man, head, def);
+      const std::string c = cheaper_head_type(man, head, def, best.head_steps);
       if (c.empty()) return json(nullptr);
+      GAMMA_ASSIGN_OR_RETURN(solve::Scores st, solve::Scores::from_manifest(man));
+      GAMMA_ASSIGN_OR_RETURN(auto with, solve::Allocator::create(man, st, {}, {}, {{head, c}}));
+      if (with.min_file_bytes() > m.bytes) return json(nullptr);  // too small for this head
       cmd.insert(cmd.end(), {"--fixed", head + "=" + c});
     } else if (!a.is_ok()) {
       return json(nullptr);  // this rule cannot make a file that small: no point there

@@ -5,7 +5,7 @@
 //      each measured once and cached in the work directory
 //   -> the target as a file size: --size as given, --bpw through the static plan's size, or
 //      --max-kld by bisection over sizes (each probe the step below)
-//   -> at that size, every scorer with the default and a one-step-cheaper output head: solve,
+//   -> at that size, every scorer with the default output head and one and two steps cheaper: solve,
 //      emit, KLD vs the teacher on validation text; the lowest becomes gamma's file
 //   -> llama.cpp's standard mixes that fit the budget and are near it (llama-quantize
 //      --dry-run predicts each size; the chosen ones are built from the same teacher and

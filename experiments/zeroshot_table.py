@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""The zero-shot table from results/zeroshot_qwen/evals/MODEL.TASK.json (experiments/zeroshot_qwen.sh):
+accuracy per task (acc_norm for ARC, PIQA and HellaSwag, acc for WinoGrande and BoolQ, as
+lm-eval-harness reports them) +- standard error, the average, and each model's file bytes.
+Models with a task missing are shown with "–" there and no average.
+
+  zeroshot_table.py results/zeroshot_qwen [-o results/zeroshot_qwen/table.md]
+"""
+import argparse
+import glob
+import json
+import math
+import os
+
+TASKS = [("arc_easy", "ARC-e", "acc_norm"), ("arc_challenge", "ARC-c", "acc_norm"), ("piqa", "PIQA", "acc_norm"),
+         ("hellaswag", "HellaSwag", "acc_norm"), ("winogrande", "WinoGrande", "acc"), ("boolq", "BoolQ", "acc")]
+ORDER = ["teacher", "uniform-Q3_K", "llama-Q2_K", "gamma-bpw3.0", "llama-IQ3_XS", "gamma-bpw3.5"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("-o", "--out")
+    a = ap.parse_args()
+    res = {}
+    for f in glob.glob(os.path.join(a.dir, "evals", "*.json")):
+        model, task = os.path.basename(f)[:-len(".json")].rsplit(".", 1)
+        j = json.load(open(f))
+        r = j["tasks"][task]
+        res.setdefault(model, {"bytes": j.get("model", {}).get("file_bytes")})[task] = r
+    models = [m for m in ORDER if m in res] + sorted(m for m in res if m not in ORDER)
+    head = "| model | bytes | " + " | ".join(f"{t[1]} ({t[2]})" for t in TASKS) + " | average |"
+    lines = [head, "|" + "---|" * (len(TASKS) + 3)]
+    out = {"schema": "gamma.zeroshot_table", "version": 1, "models": {}}
+    for m in models:
+        cells, accs, ses, n = [], [], [], []
+        for t, _, metric in TASKS:
+            r = res[m].get(t)
+            if r is None:
+                cells.append("–")
+                continue
+            acc, se = r[metric], r[metric + "_stderr"]
+            cells.append(f"{100 * acc:.1f} ± {100 * se:.1f}")
+            accs.append(acc), ses.append(se), n.append(r["n"])
+        full = len(accs) == len(TASKS)
+        # The average's error: the tasks are independent samples, so the variances add.
+        avg = sum(accs) / len(accs) if full else None
+        avg_se = math.sqrt(sum(s * s for s in ses)) / len(ses) if full else None
+        b = res[m]["bytes"]
+        choice = os.path.join(a.dir, f"{m}.choice")
+        label = m + (f" ({open(choice).read().strip()})" if os.path.exists(choice) else "")
+        lines.append(f"| {label} | {b:,} | " + " | ".join(cells) +
+                     (f" | {100 * avg:.1f} ± {100 * avg_se:.1f} |" if full else " | – |"))
+        out["models"][m] = {"file_bytes": b, "average": avg, "average_stderr": avg_se,
+                            "tasks": {t: res[m][t] for t, _, _ in TASKS if t in res[m]}}
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if a.out:
+        with open(a.out + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(a.out + ".tmp", a.out)
+        js = os.path.splitext(a.out)[0] + ".json"
+        with open(js + ".tmp", "w") as f:
+            json.dump(out, f, indent=1)
+        os.replace(js + ".tmp", js)
+
+
+if __name__ == "__main__":
+    main()
