@@ -163,12 +163,6 @@ mix_bytes() {
   fi
 }
 SIZES="$MIXES $(for b in ${BPWS:-}; do echo bpw$b; done)"
-POOL_K=$W/pool-k
-if has sizes && [[ " ${STATIC_POOLS:-all} " == *" k "* ]] && [ ! -f $POOL_K/manifest.json ]; then
-  mkdir -p $POOL_K
-  for t in Q2_K Q3_K Q4_K Q5_K Q6_K; do ln -sf $POOL_ALL/cand-$t.gguf $POOL_ALL/cand-$t.json $POOL_K/; done
-  $G pool "$src" --types Q2_K,Q3_K,Q4_K,Q5_K,Q6_K --imatrix $IMX -t $T -q -o $POOL_K
-fi
 if has sizes; then
   for m in $SIZES; do
     [[ $m == bpw* ]] || [ -f $R/evals/llama-$m.wiki.json ] || continue
@@ -184,17 +178,17 @@ if has sizes; then
       esac
       # Variants: every FIXED head; GAMMA's measured loss changes also raw (--transform delta,
       # label HEAD) or fitted per module as a line in rel_err (--transform delta-fit, fit-HEAD).
-      # The static proxy also over the K types alone (STATIC_POOLS="all k", label k-HEAD): its
-      # imatrix-weighted error is one number per candidate, and whether the IQ and K grids'
-      # errors cost alike is a question validation answers, as for the head.
+      # Also over the K types alone (K_ALLOCS="static hawq": those allocators, label k-HEAD, the
+      # same pool with --allow): a score is one number per candidate, and whether the IQ and K
+      # grids' errors cost alike is a question validation answers, as for the head.
       vargs=(); vlabel=(); vspec=(); vpool=()
       for v in $FIXED; do
         if [[ $a == gammad* ]]; then
           vargs+=("$args --transform delta" "$args --transform delta-fit"); vlabel+=("${v%%:*}" "fit-${v%%:*}")
           vspec+=("${v#*:}" "${v#*:}"); vpool+=($pool $pool)
         else vargs+=("$args"); vlabel+=("${v%%:*}"); vspec+=("${v#*:}"); vpool+=($pool); fi
-        if [ $a = static ] && [[ " ${STATIC_POOLS:-all} " == *" k "* ]] && [[ ${v#*:} != *IQ* ]]; then
-          vargs+=("$args"); vlabel+=("k-${v%%:*}"); vspec+=("${v#*:}"); vpool+=($POOL_K)
+        if [[ " ${K_ALLOCS:-} " == *" $a "* ]] && [[ ${v#*:} != *IQ* ]]; then
+          vargs+=("$args --allow .*=Q2_K,Q3_K,Q4_K,Q5_K,Q6_K"); vlabel+=("k-${v%%:*}"); vspec+=("${v#*:}"); vpool+=($POOL_ALL)
         fi
       done
       best=""; bestk=""; bestpool=$pool; nv=${#vargs[@]}

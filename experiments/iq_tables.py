@@ -10,6 +10,8 @@ import glob
 import json
 import os
 
+from table_out import emit_table
+
 
 def kld(path):
     if not os.path.exists(path):
@@ -59,15 +61,7 @@ def main():
             lines.append(f"| | | {al} ({variant}) | {cw[0]:,} | {cell(cw)} | {cell(cp)} |")
             out["rows"].append({"size_of": m, "allocator": al, "variant": variant, "file_bytes": cw[0],
                                 "wiki": cw[1:], "py": cp and cp[1:]})
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if a.out:
-        with open(a.out + ".tmp", "w") as f:
-            f.write(text)
-        os.replace(a.out + ".tmp", a.out)
-        with open(os.path.splitext(a.out)[0] + ".json.tmp", "w") as f:
-            json.dump(out, f, indent=1)
-        os.replace(os.path.splitext(a.out)[0] + ".json.tmp", os.path.splitext(a.out)[0] + ".json")
+    emit_table(lines, out, a.out)
 
 
 if __name__ == "__main__":

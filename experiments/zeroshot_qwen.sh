@@ -55,7 +55,6 @@ model_file() {  # NAME -> path of its GGUF, built if missing
         echo "$n" > $R/$name.choice
         local pool=$W/pool-all
         [[ $n == gammad* ]] && pool=$W/pool-auto
-        [[ $n == static-*-k-* ]] && pool=$W/pool-k
         $G emit $pool $IQ/plans/$n.json -o $f > /dev/null ;;
       *) echo "unknown model $name" >&2; exit 2 ;;
     esac

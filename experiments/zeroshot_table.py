@@ -12,6 +12,8 @@ import json
 import math
 import os
 
+from table_out import emit_table
+
 TASKS = [("arc_easy", "ARC-e", "acc_norm"), ("arc_challenge", "ARC-c", "acc_norm"), ("piqa", "PIQA", "acc_norm"),
          ("hellaswag", "HellaSwag", "acc_norm"), ("winogrande", "WinoGrande", "acc"), ("boolq", "BoolQ", "acc")]
 ORDER = ["teacher", "uniform-Q3_K", "llama-Q2_K", "gamma-bpw3.0", "llama-IQ3_XS", "gamma-bpw3.5"]
@@ -53,16 +55,7 @@ def main():
                      (f" | {100 * avg:.1f} ± {100 * avg_se:.1f} |" if full else " | – |"))
         out["models"][m] = {"file_bytes": b, "average": avg, "average_stderr": avg_se,
                             "tasks": {t: res[m][t] for t, _, _ in TASKS if t in res[m]}}
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if a.out:
-        with open(a.out + ".tmp", "w") as f:
-            f.write(text)
-        os.replace(a.out + ".tmp", a.out)
-        js = os.path.splitext(a.out)[0] + ".json"
-        with open(js + ".tmp", "w") as f:
-            json.dump(out, f, indent=1)
-        os.replace(js + ".tmp", js)
+    emit_table(lines, out, a.out)
 
 
 if __name__ == "__main__":

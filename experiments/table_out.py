@@ -1,0 +1,16 @@
+"""An experiment's table: printed, and with -o PATH written as Markdown to PATH and as JSON
+beside it (PATH with .json), each atomically (a temporary file renamed over the old one)."""
+import json
+import os
+
+
+def emit_table(lines, obj, md_path=None):
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if not md_path:
+        return
+    js = os.path.splitext(md_path)[0] + ".json"
+    for path, write in ((md_path, lambda f: f.write(text)), (js, lambda f: json.dump(obj, f, indent=1))):
+        with open(path + ".tmp", "w") as f:
+            write(f)
+        os.replace(path + ".tmp", path)
