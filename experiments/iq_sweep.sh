@@ -181,30 +181,29 @@ if has sizes; then
       # Also over the K types alone (K_ALLOCS="static hawq": those allocators, label k-HEAD, the
       # same pool with --allow): a score is one number per candidate, and whether the IQ and K
       # grids' errors cost alike is a question validation answers, as for the head.
-      vargs=(); vlabel=(); vspec=(); vpool=()
+      vargs=(); vlabel=(); vspec=()
       for v in $FIXED; do
         if [[ $a == gammad* ]]; then
           vargs+=("$args --transform delta" "$args --transform delta-fit"); vlabel+=("${v%%:*}" "fit-${v%%:*}")
-          vspec+=("${v#*:}" "${v#*:}"); vpool+=($pool $pool)
-        else vargs+=("$args"); vlabel+=("${v%%:*}"); vspec+=("${v#*:}"); vpool+=($pool); fi
+          vspec+=("${v#*:}" "${v#*:}")
+        else vargs+=("$args"); vlabel+=("${v%%:*}"); vspec+=("${v#*:}"); fi
         if [[ " ${K_ALLOCS:-} " == *" $a "* ]] && [[ ${v#*:} != *IQ* ]]; then
-          vargs+=("$args --allow .*=Q2_K,Q3_K,Q4_K,Q5_K,Q6_K"); vlabel+=("k-${v%%:*}"); vspec+=("${v#*:}"); vpool+=($POOL_ALL)
+          vargs+=("$args --allow .*=Q2_K,Q3_K,Q4_K,Q5_K,Q6_K"); vlabel+=("k-${v%%:*}"); vspec+=("${v#*:}")
         fi
       done
-      best=""; bestk=""; bestpool=$pool; nv=${#vargs[@]}
+      best=""; bestk=""; nv=${#vargs[@]}
       for i in "${!vargs[@]}"; do
-        n=$a-size-$m-${vlabel[$i]}; spec=${vspec[$i]}; vp=${vpool[$i]}
-        [ -f $R/plans/$n.json ] || $G solve --pool $vp ${vargs[$i]} --size $sz $(for f in ${spec//,/ }; do echo --fixed $f; done) \
+        n=$a-size-$m-${vlabel[$i]}; spec=${vspec[$i]}
+        [ -f $R/plans/$n.json ] || $G solve --pool $pool ${vargs[$i]} --size $sz $(for f in ${spec//,/ }; do echo --fixed $f; done) \
           -o $R/plans/$n.json > /dev/null
         # One variant (a head fixed from the validation choices at the neighbouring sizes): nothing
         # to choose, so no validation evals.
         if [ $nv = 1 ]; then best=$n; bestk="none (one variant)"; break; fi
-        [ -f $R/evals/$n.wv.json ] && [ -f $R/evals/$n.pv.json ] || $G emit $vp $R/plans/$n.json -o $W/models/$n.gguf > /dev/null
+        [ -f $R/evals/$n.wv.json ] && [ -f $R/evals/$n.pv.json ] || $G emit $pool $R/plans/$n.json -o $W/models/$n.gguf > /dev/null
         k=$(valid_kld $W/models/$n.gguf $n)
         rm -f $W/models/$n.gguf
-        if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $k < $bestk else 1)"; then best=$n; bestk=$k; bestpool=$vp; fi
+        if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $k < $bestk else 1)"; then best=$n; bestk=$k; fi
       done
-      pool=$bestpool
       log "$a at $m size: $best (validation KLD sum $bestk)"
       echo "$best" > $R/plans/$a-size-$m.choice
       if [ ! -f $R/evals/$best.py.json ]; then

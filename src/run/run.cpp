@@ -124,6 +124,13 @@ std::string cheaper_head_type(const Manifest& m, const std::string& head, const 
 }
 constexpr int kHeadSteps = 2;  // the cheaper heads variants_at tries: 1 .. kHeadSteps steps
 
+// The smallest file the pool makes with the head at `type`.
+Result<uint64_t> min_file_with_head(const Manifest& man, const std::string& head, const std::string& type) {
+  GAMMA_ASSIGN_OR_RETURN(solve::Scores st, solve::Scores::from_manifest(man));
+  GAMMA_ASSIGN_OR_RETURN(auto a, solve::Allocator::create(man, st, {}, {}, {{head, type}}));
+  return a.min_file_bytes();
+}
+
 struct Range {
   uint64_t min = 0, max = 0;  // the smallest file run can make, and the largest one
 };
@@ -139,8 +146,8 @@ Result<Range> feasible_range(const Manifest& man) {
   const std::string smallest = default_fixed_types(man, 0).at(head);
   for (int k = 1; k <= kHeadSteps; ++k)
     if (auto c = cheaper_head_type(man, head, smallest, k); !c.empty()) {
-      GAMMA_ASSIGN_OR_RETURN(auto b, solve::Allocator::create(man, st, {}, {}, {{head, c}}));
-      r.min = std::min(r.min, b.min_file_bytes());
+      GAMMA_ASSIGN_OR_RETURN(uint64_t b, min_file_with_head(man, head, c));
+      r.min = std::min(r.min, b);
     }
   solve::Scores heavy = st;
   for (const auto& e : man.modules)
@@ -260,6 +267,24 @@ Result<EvalResult> eval_file(Env& e, const std::string& gguf, const std::string&
   return load_eval(out);
 }
 
+// The head a rule gives at `size` bytes: "" (the default for that size, `steps` 0) or the type
+// `steps` steps cheaper than that default; nullopt when the rule cannot make a file that small
+// (near the smallest file only the cheapest heads can).
+Result<std::optional<std::string>> head_at(const Manifest& man, const solve::Allocator& stat, uint64_t size,
+                                           int steps) {
+  const std::string head = output_head(man);
+  solve::Budget b;
+  b.kind = solve::Budget::Kind::kFileBytes;
+  b.file_bytes = size;
+  auto at = stat.solve(b);
+  if (steps == 0) return at.is_ok() ? std::optional<std::string>("") : std::nullopt;
+  const std::string def = at.is_ok() ? at->plan.fixed.at(head) : default_fixed_types(man, 0).at(head);
+  const std::string c = cheaper_head_type(man, head, def, steps);
+  if (c.empty()) return std::optional<std::string>();
+  GAMMA_ASSIGN_OR_RETURN(uint64_t min, min_file_with_head(man, head, c));
+  return min <= size ? std::optional<std::string>(c) : std::nullopt;
+}
+
 // Solves, emits and measures (validation) every scorer with the default head and with a
 // cheaper head (one and two steps) at `size` bytes. Each variant's files live in W/at-SIZE/; the
 // candidate GGUFs are removed once measured.
@@ -270,24 +295,13 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
   fs::create_directories(dir, ec);
   if (ec) return Status::errorf("cannot create {}: {}", dir, ec.message());
   const std::string head = output_head(man);
-  solve::Budget b;
-  b.kind = solve::Budget::Kind::kFileBytes;
-  b.file_bytes = size;
-  // The default head's type at this size; below the default's smallest file only the
-  // cheaper head is tried.
-  auto at = stat.solve(b);
-  const std::string def = at.is_ok() ? at->plan.fixed.at(head) : default_fixed_types(man, 0).at(head);
   std::vector<std::pair<std::string, int>> heads;  // type, steps below the default
-  if (at.is_ok()) heads.emplace_back("", 0);
-  for (int k = 1; k <= kHeadSteps; ++k) {
-    const std::string c = cheaper_head_type(man, head, def, k);
-    if (c.empty()) continue;
-    // Near the smallest file only the cheapest heads can make it.
-    GAMMA_ASSIGN_OR_RETURN(solve::Scores st, solve::Scores::from_manifest(man));
-    GAMMA_ASSIGN_OR_RETURN(auto with, solve::Allocator::create(man, st, {}, {}, {{head, c}}));
-    if (with.min_file_bytes() <= size) heads.emplace_back(c, k);
+  for (int k = 0; k <= kHeadSteps; ++k) {
+    GAMMA_ASSIGN_OR_RETURN(auto h, head_at(man, stat, size, k));
+    if (h) heads.emplace_back(*h, k);
   }
-  if (heads.empty()) return at.status();
+  if (heads.empty())
+    return Status::errorf("{} is below the smallest file any head rule can make", format_size(size));
   std::vector<Variant> out;
   for (const auto& s : scorers)
     for (const auto& [h, steps] : heads) {
@@ -605,22 +619,10 @@ Result<json> front_point(Env& e, const Manifest& man, const std::vector<Scorer>&
     const Scorer& s = *std::find_if(scorers.begin(), scorers.end(), [&](const Scorer& x) { return x.name == best.scorer; });
     std::vector<std::string> cmd = {e.G, "solve", e.pool, "--size", std::to_string(m.bytes), "-o", plan};
     cmd.insert(cmd.end(), s.args.begin(), s.args.end());
-    solve::Budget b;
-    b.kind = solve::Budget::Kind::kFileBytes;
-    b.file_bytes = m.bytes;
-    const std::string head = output_head(man);
-    auto a = stat.solve(b);
-    if (!best.head_type.empty()) {  // the same rule: as many steps cheaper than the default head at that size
-      const std::string def = a.is_ok() ? a->plan.fixed.at(head) : default_fixed_types(man, 0).at(head);
-      const std::string c = cheaper_head_type(man, head, def, best.head_steps);
-      if (c.empty()) return json(nullptr);
-      GAMMA_ASSIGN_OR_RETURN(solve::Scores st, solve::Scores::from_manifest(man));
-      GAMMA_ASSIGN_OR_RETURN(auto with, solve::Allocator::create(man, st, {}, {}, {{head, c}}));
-      if (with.min_file_bytes() > m.bytes) return json(nullptr);  // too small for this head
-      cmd.insert(cmd.end(), {"--fixed", head + "=" + c});
-    } else if (!a.is_ok()) {
-      return json(nullptr);  // this rule cannot make a file that small: no point there
-    }
+    // The same rule: as many steps below the default head at that size.
+    GAMMA_ASSIGN_OR_RETURN(auto h, head_at(man, stat, m.bytes, best.head_steps));
+    if (!h) return json(nullptr);  // this rule cannot make a file that small: no point there
+    if (!h->empty()) cmd.insert(cmd.end(), {"--fixed", output_head(man) + "=" + *h});
     GAMMA_RETURN_IF_ERROR(run_step("solve", cmd));
     GAMMA_ASSIGN_OR_RETURN(Plan pl, Plan::load(plan));
     const std::string key = json{pl.modules, pl.fixed}.dump();
