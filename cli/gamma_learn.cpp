@@ -89,6 +89,8 @@ int learn_main(int argc, char** argv) {
   app.add_option("--tau", o.tau, "Gumbel-softmax temperature")->capture_default_str();
   app.add_option("--tau-end", o.tau_end, "anneal tau exponentially to this by the last step (0: fixed)")->capture_default_str();
   app.add_option("--init", init, "initial logits: tilt (on budget, no preference) or uniform")->capture_default_str();
+  app.add_option("--init-plan", o.init_plan, "warm start: a plan (gamma solve, e.g. of HAWQ-V2 at this --bpw) whose candidate starts as each module's mode");
+  app.add_option("--init-weight", o.init_weight, "p of --init-plan's candidate at step 0")->capture_default_str();
   app.add_option("--seed", o.seed, "random seed (Gumbel noise, batches, layer samples)")->capture_default_str();
   add_dist(app, &o.world_size, &o.rank, &o.rendezvous, &o.dist_timeout);
   app.add_option("--checkpoint-every", o.checkpoint_every, "write OUTPUT.ckpt every N steps")->capture_default_str();

@@ -119,22 +119,46 @@ fi
 # never the validation texts that choose (python-calib's held-back part starts at 480,000).
 # More data (issue 19): EPOCHS > 1 visits every layer EPOCHS times, each visit on other
 # calibration sequences; GAMMA_TAG names the run (scores gamma-TAG.json, allocator gammad-TAG).
+# Candidate sets (issue 24): GAMMA_TYPES=IQ2_XS,Q4_K (with a GAMMA_TAG) learns over those types
+# alone, in pool-TAG (pool-all's files, linked); gammad-TAG then solves over that pool.
+# Warm start (issue 19): GAMMA_INIT=hawq or static starts Stage I on that allocator's plan at
+# GAMMA_BPW over the learning pool's types (gamma learn --init-plan, p = 0.5 on its choice).
 POOL_AUTO=$W/pool-auto
+tag_pool() {  # TAG -> the pool its Stage I learned over
+  if [ -f $W/pool-$1/manifest.json ]; then echo $W/pool-$1; else echo $POOL_AUTO; fi
+}
 VISIT=${VISIT:-12}; MEASURE=${MEASURE:-3}; CALIB_TOKENS=${CALIB_TOKENS:-16384}; EPOCHS=${EPOCHS:-1}
 LEARN_STEPS=${LEARN_STEPS:-$((1 + 28 * VISIT * EPOCHS))}; GAMMA_BPW=${GAMMA_BPW:-3.25}
 GNAME=gamma${GAMMA_TAG:+-$GAMMA_TAG}
 if has learn && [ ! -f $R/$GNAME.json ]; then
-  if [ ! -f $POOL_AUTO/manifest.json ]; then
-    mkdir -p $POOL_AUTO
-    for f in $POOL_ALL/cand-*; do ln -sf "$f" $POOL_AUTO/; done
-    $G pool "$src" --types auto --imatrix $IMX -t $T -q -o $POOL_AUTO
+  LPOOL=$POOL_AUTO; LTYPES=auto
+  if [ -n "${GAMMA_TYPES:-}" ]; then
+    [ -n "${GAMMA_TAG:-}" ] || { echo "GAMMA_TYPES needs a GAMMA_TAG" >&2; exit 2; }
+    LPOOL=$W/pool-$GAMMA_TAG; LTYPES=$GAMMA_TYPES
   fi
-  log "gamma learn ($LEARN_STEPS steps at $GAMMA_BPW bpw)"
+  if [ ! -f $LPOOL/manifest.json ]; then
+    mkdir -p $LPOOL
+    for f in $POOL_ALL/cand-*; do ln -sf "$f" $LPOOL/; done
+    $G pool "$src" --types $LTYPES --imatrix $IMX -t $T -q -o $LPOOL
+  fi
+  INIT_ARGS=""
+  if [ -n "${GAMMA_INIT:-}" ]; then
+    [ -n "${GAMMA_TAG:-}" ] || { echo "GAMMA_INIT needs a GAMMA_TAG" >&2; exit 2; }
+    case $GAMMA_INIT in
+      hawq) iargs="--scores $R/hawq.json" ;;
+      static) iargs="--score-from-manifest" ;;
+      *) echo "GAMMA_INIT must be hawq or static" >&2; exit 2 ;;
+    esac
+    ltypes=$(python3 -c "import json,sys; print(','.join(json.load(open(sys.argv[1]))['types']))" $LPOOL/manifest.json)
+    $G solve --pool $POOL_ALL $iargs --allow ".*=$ltypes" --bpw $GAMMA_BPW -o $R/plans/init-$GNAME.json > /dev/null
+    INIT_ARGS="--init-plan $R/plans/init-$GNAME.json"
+  fi
+  log "gamma learn ($LEARN_STEPS steps at $GAMMA_BPW bpw${GAMMA_INIT:+, from $GAMMA_INIT})"
   { head -c 100000 $txt/war-and-peace.txt; echo; head -c 100000 $txt/python-calib.txt; } > $W/calib-learn.txt
-  GAMMA_PROGRESS=1 $G learn $POOL_AUTO --teacher $TEACHER --calib $W/calib-learn.txt \
+  GAMMA_PROGRESS=1 $G learn $LPOOL --teacher $TEACHER --calib $W/calib-learn.txt \
     --calib-tokens $CALIB_TOKENS --seq-len 256 --seqs 4 --bpw $GAMMA_BPW --steps $LEARN_STEPS --layers-per-step 1 \
     --estimator st --forcing sublayer --visit-steps $VISIT --measure-every $MEASURE --lr 0.05 --tau 1 --tau-end 0.05 \
-    --checkpoint-every 8 -t $T -o $W/scores/$GNAME.json  # GAMMA_PROGRESS=1: a progress line every few seconds
+    --checkpoint-every 8 $INIT_ARGS -t $T -o $W/scores/$GNAME.json  # GAMMA_PROGRESS=1: a progress line every few seconds
   cp $W/scores/$GNAME.json $R/$GNAME.json
 fi
 # 3. Every allocator at each mix's file size (and at each of BPWS): one plan per tied-embedding type, the one with
@@ -173,7 +197,7 @@ if has sizes; then
         hawq) [ -f $R/hawq.json ] || continue; args="--scores $R/hawq.json"; pool=$POOL_ALL ;;
         gamma) [ -f $R/gamma.json ] || continue; args="--scores $R/gamma.json --transform size-log"; pool=$POOL_AUTO ;;
         gammad) [ -f $R/gamma.json ] || continue; args="--scores $R/gamma.json"; pool=$POOL_AUTO ;;  # + a transform below
-        gammad-*) [ -f $R/gamma-${a#gammad-}.json ] || continue; args="--scores $R/gamma-${a#gammad-}.json"; pool=$POOL_AUTO ;;
+        gammad-*) [ -f $R/gamma-${a#gammad-}.json ] || continue; args="--scores $R/gamma-${a#gammad-}.json"; pool=$(tag_pool ${a#gammad-}) ;;
         *) args="--scores $R/$a.json --transform size-log"; pool=$POOL_ALL ;;  # other scores learned on pool-all
       esac
       # Variants: every FIXED head; GAMMA's measured loss changes also raw (--transform delta,

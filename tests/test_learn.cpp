@@ -8,6 +8,7 @@
 #include <fstream>
 #include <deque>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <unistd.h>
@@ -125,6 +126,58 @@ TEST(Learn, ZeroStepsWritesTheStartingScores) {
     EXPECT_NEAR(q, p4, 1e-9) << e.name;  // the same distribution everywhere: no evidence yet
   }
   EXPECT_GT(p4, 0.0);
+}
+
+// --init-plan (issue 19's warm start): the plan's candidate is each module's mode with p =
+// --init-weight at step 0, in the softmax and the sigmoid (K = 2) forms alike; the run records
+// the plan's sha256, and a plan this pool cannot take is refused with one line.
+TEST(Learn, WarmStartMakesThePlansCandidateTheMode) {
+  TempDir dir;
+  const std::string pool = make_pool(dir, "Q4_0,Q5_0,Q8_0");
+  const std::string pool2 = dir / "pool2";
+  {
+    auto r = gm::testing::gamma("pool " + gm::testing::stories260k() + " --types Q4_0,Q8_0 -o " + pool2 + " -t 2");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  for (const auto& [pl, bpw] : {std::pair{pool, std::string("9.0")}, std::pair{pool2, std::string("9.0")}}) {
+    const std::string plan = pl + "-plan.json", out = pl + "-warm.json";
+    auto r = gm::testing::gamma("solve --pool " + pl + " --score-from-manifest --bpw " + bpw + " -o " + plan);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    r = gm::testing::gamma(learn_args(dir, pl, out) + " --bpw " + bpw + " --steps 0 --tau 0.5 --init-plan " + plan +
+                           " --init-weight 0.7");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    json s = load(out), pj;
+    std::ifstream(plan) >> pj;
+    int told = 0;
+    std::set<std::string> modes;
+    for (const auto& [name, m] : s["modules"].items()) {
+      if (m["p"].size() < 2) continue;
+      const std::string want = pj["modules"][name].get<std::string>();
+      EXPECT_NEAR(m["p"][want].get<double>(), 0.7, 1e-9) << name;
+      if (m["p"].size() == 2) EXPECT_EQ(m["logits"]["Q4_0"].get<double>(), 0.0) << name;  // sigmoid form kept
+      modes.insert(want);
+      ++told;
+    }
+    EXPECT_GT(told, 0);
+    EXPECT_GE(modes.size(), 2u) << "the plan should mix types at this budget";
+    EXPECT_EQ(s["hyperparameters"]["init_plan"]["sha256"], *sha256_file(plan));
+    EXPECT_EQ(s["hyperparameters"]["init_plan"]["weight"].get<double>(), 0.7);
+  }
+  // A plan of the three-type pool names Q5_0, which the two-type pool lacks.
+  const std::string out = dir / "bad.json";
+  struct Case { std::string args, expect; };
+  const std::vector<Case> cases = {
+      {learn_args(dir, pool2, out) + " --bpw 9 --init-plan " + pool + "-plan.json", "--init-plan"},
+      {learn_args(dir, pool2, out) + " --bpw 9 --init-plan " + dir / "none.json", "none.json"},
+      {learn_args(dir, pool2, out) + " --bpw 9 --init-plan " + pool2 + "-plan.json --init-weight 1", "--init-weight"},
+  };
+  for (const auto& c : cases) {
+    auto r = gm::testing::gamma(c.args);
+    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.args << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_FALSE(fs::exists(out));
+  }
 }
 
 TEST(Learn, LayerSamplingAndSigmoidForm) {

@@ -20,6 +20,7 @@
 #include "learn/dist.h"
 #include "learn/layer_step.h"
 #include "decoder/hparams.h"
+#include "plan/plan.h"
 #include "pool/manifest.h"
 #include "solve/scores.h"
 #include "util/files.h"
@@ -231,6 +232,7 @@ Status validate(const LearnOptions& o) {
     if (fs::path(f).filename() == "wiki.test.raw")
       return Status::errorf("{} is the evaluation text; calibrate on other text", f);
   if (!std::isfinite(o.target_bpw) || o.target_bpw <= 0) return Status::errorf("--bpw must be positive (got {})", o.target_bpw);
+  if (!(o.init_weight > 0 && o.init_weight < 1)) return Status::errorf("--init-weight must be in (0, 1) (got {})", o.init_weight);
   return check_writable_dir(o.out_path);
 }
 
@@ -249,6 +251,8 @@ class StageOne {
   StageOne() = default;
   Status load_modules();
   void init_logits();
+  // --init-plan: the plan's candidate becomes each module's mode (p = weight); its sha256.
+  Result<std::string> warm_start(const std::string& plan_path, double weight);
   Status save_checkpoint(double seconds) const;
   Status load_layer(int l, const Weights& w, std::array<ModuleMix, 7>& mix, std::vector<std::vector<float>>& bufs);
   void set_weights(int l, const Weights& w, std::array<ModuleMix, 7>& mix);
@@ -323,6 +327,10 @@ Result<std::unique_ptr<StageOne>> StageOne::open(const LearnOptions& opt) {
   GAMMA_ASSIGN_OR_RETURN(s->teacher_, Model::open(opt.teacher_path));
   GAMMA_RETURN_IF_ERROR(s->load_modules());
   if (opt.init == Init::kTilt) s->init_logits();
+  std::string init_plan_sha;
+  if (!opt.init_plan.empty()) {
+    GAMMA_ASSIGN_OR_RETURN(init_plan_sha, s->warm_start(opt.init_plan, opt.init_weight));
+  }
   const int L = s->L_ = s->man_.n_layer;
   if (opt.layers_per_step > L) return Status::errorf("--layers-per-step {} exceeds the {} layers", opt.layers_per_step, L);
   s->k_layers_ = opt.layers_per_step == 0 ? L : opt.layers_per_step;
@@ -365,6 +373,8 @@ Result<std::unique_ptr<StageOne>> StageOne::open(const LearnOptions& opt) {
   s->config_["teacher"] = s->teacher_->fingerprint();
   s->config_["target_bpw"] = opt.target_bpw;
   s->config_["hyperparameters"] = hyperparameters(s->opt_, s->cache_->key(), s->cache_->n_seq());
+  if (!init_plan_sha.empty())  // absent without a warm start, so older checkpoints match
+    s->config_["hyperparameters"]["init_plan"] = {{"sha256", init_plan_sha}, {"weight", opt.init_weight}};
   s->ckpt_path_ = opt.out_path + ".ckpt";
   // Every rank must run rank 0's job (same pool, teacher, target, hyperparameters).
   std::string cfg = s->config_.dump();
@@ -438,6 +448,32 @@ void StageOne::init_logits() {
   const double beta = 0.5 * (lo + hi);
   for (auto& m : mods_)
     for (size_t j = 0; j < m.K; ++j) m.pi[j] = -beta * (m.bpw[j] - m.bpw[0]);
+}
+
+Result<std::string> StageOne::warm_start(const std::string& plan_path, double weight) {
+  auto loaded = Plan::load(plan_path);
+  if (!loaded.is_ok()) return loaded.status().with_context("--init-plan");
+  const Plan& plan = *loaded;
+  if (auto s = plan.validate(man_); !s.is_ok()) return s.with_context("--init-plan " + plan_path);
+  // p = softmax(pi / tau): pi_a = tau log(w / (1 - w) * sum_{b != a} exp(pi_b / tau)), then
+  // every pi shifted so pi_0 = 0 (the sigmoid form of K = 2 moves pi_1 only).
+  for (auto& m : mods_) {
+    const std::string& want = plan.modules.at(m.e->name);
+    size_t a = m.K;
+    for (size_t j = 0; j < m.K; ++j)
+      if (m.e->candidates[j].id == want) a = j;
+    if (m.K < 2) continue;
+    double mx = -INFINITY;
+    for (size_t j = 0; j < m.K; ++j)
+      if (j != a) mx = std::max(mx, m.pi[j] / opt_.tau);
+    double rest = 0;
+    for (size_t j = 0; j < m.K; ++j)
+      if (j != a) rest += std::exp(m.pi[j] / opt_.tau - mx);
+    m.pi[a] = opt_.tau * (std::log(weight / (1 - weight) * rest) + mx);
+    const double p0 = m.pi[0];
+    for (double& x : m.pi) x -= p0;
+  }
+  return sha256_file(plan_path);
 }
 
 Status StageOne::resume(LearnResult* result) {

@@ -123,6 +123,12 @@ struct LearnOptions {
   int measure_every = 0;
   double tau_end = 0;       // > 0: tau anneals exponentially to tau_end over the run
   Init init = Init::kTilt;  // tilt: start on the budget, no module preferred; uniform: pi = 0
+  // Warm start (issue 19's ablation): a plan (`gamma solve` of the static proxy or HAWQ-V2 at
+  // the target) whose candidate starts as each module's mode, with p = init_weight at step 0;
+  // the other candidates keep --init's proportions. Learning then has to move away from the
+  // proxy's choice for the scores to differ from it.
+  std::string init_plan;
+  double init_weight = 0.5;
   uint64_t seed = 0;
   // Layer-sharded Stage I (learn/dist.h): this process is rank `rank` of `world_size` and
   // owns a contiguous range of layers (equal shares: the layers of a model cost the same);
