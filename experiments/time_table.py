@@ -7,6 +7,7 @@ Every figure is a wall time this machine recorded while making the committed res
   teacher                   results/iq_qwen/teacher.seconds (gamma dequantize to F32)
   HAWQ-V2 traces            results/iq_qwen/hawq.json stats.seconds
   Stage I (GAMMA)           results/iq_qwen/gamma.json stats.seconds (and its time split)
+  search (AMQ-style)        results/iq_qwen/plans/search-size-Q2_K-*s.state.json (the longest run's seconds)
   Stage II                  the solver's own time in every committed plan (results/iq_qwen/plans)
   emit                      results/iq_qwen/emit.seconds (gamma emit of one plan from the pool)
   llama-quantize per mix    results/iq_qwen/evals/llama-MIX.quantize-seconds
@@ -30,40 +31,56 @@ def main():
     pareto = types["pareto"]
     pool = {t["type"]: t["pool_seconds"] for t in types["types"]}
     pool_auto = sum(pool[t] for t in pareto)
+    pool_all = sum(pool.values())
     hawq = json.load(open(os.path.join(R, "hawq.json")))
     gamma = json.load(open(os.path.join(R, "gamma.json")))
     solve = []
     for f in glob.glob(os.path.join(R, "plans", "*.json")):
+        if os.path.basename(f).startswith("search-"):  # a search's plan records the search's time
+            continue
         info = json.load(open(f)).get("info", {})
         if "seconds" in info:
             solve.append(info["seconds"])
     shared = {"teacher (gamma dequantize -> F32)": num("teacher.seconds"),
-              "imatrix (llama-imatrix, 32 x 512 tokens)": num("imatrix-mix.seconds"),
-              f"pool, auto set ({len(pareto)} types)": pool_auto}
+              "imatrix (llama-imatrix, 32 x 512 tokens)": num("imatrix-mix.seconds")}
+    pools = {f"auto set ({len(pareto)} types)": pool_auto, f"every type ({len(pool)} types)": pool_all}
+    auto_name, all_name = list(pools)
     emit = num("emit.seconds")
     g = gamma["stats"]
     hp = gamma["hyperparameters"]
     allocators = [
-        {"allocator": "static proxy", "scoring_s": 0.0, "scoring": "none (the pool's imatrix-weighted errors)"},
-        {"allocator": "HAWQ-V2", "scoring_s": hawq["stats"]["seconds"],
+        {"allocator": "static proxy", "pool": all_name, "scoring_s": 0.0,
+         "scoring": "none (the pool's imatrix-weighted errors)"},
+        {"allocator": "HAWQ-V2", "pool": all_name, "scoring_s": hawq["stats"]["seconds"],
          "scoring": f"Hessian traces, {hawq['hyperparameters']['samples']} Hutchinson probes, "
                     f"{hawq['hyperparameters']['calib_tokens']} tokens"},
-        {"allocator": "GAMMA (Stage I, measured loss changes)", "scoring_s": g["seconds"],
+        {"allocator": "GAMMA (Stage I, measured loss changes)", "pool": auto_name, "scoring_s": g["seconds"],
          "scoring": f"{hp['steps']} steps, {hp['estimator']} + {hp['forcing']} forcing, visits of {hp['visit_steps']}, "
                     f"measured every {hp['measure_every']}, {hp['calib_tokens']} tokens; shared the cores with "
                     f"evaluations for part of the run",
          "time_split_s": g.get("time_split"), "peak_rss_bytes": g.get("peak_rss_bytes")},
-        {"allocator": "search (AMQ-style)", "scoring_s": None, "scoring": "gamma search is built (tested on stories260K) but not yet run on Qwen: its equal-wall-time run (53 min+) did not fit beside this session's sweep"},
     ]
+    runs = []
+    for f in glob.glob(os.path.join(R, "plans", "search-size-Q2_K-*s.state.json")):
+        st = json.load(open(f))
+        limit = int(os.path.basename(f)[len("search-size-Q2_K-"):-len("s.state.json")])
+        runs.append((st["seconds"], st["generation"], st["evaluations"], st["config"], limit))
+    if runs:
+        sec, gens, evals, cfg, limit = max(runs)
+        allocators.append({"allocator": "search (AMQ-style)", "pool": all_name, "scoring_s": sec,
+                           "scoring": f"from the static plan: {gens} generations of {cfg['offspring']} offspring "
+                                      f"({evals} evaluations, KLD vs the teacher on {cfg['chunks']} x {cfg['ctx']} "
+                                      f"calibration tokens), wall-time limit {limit} s (the generation under way at "
+                                      f"the limit is finished)"})
     shared_s = sum(v for v in shared.values() if v)
     for a in allocators:
-        a["end_to_end_s"] = None if a["scoring_s"] is None else shared_s + a["scoring_s"] + max(solve) + (emit or 0)
+        a["end_to_end_s"] = shared_s + pools[a["pool"]] + a["scoring_s"] + max(solve) + (emit or 0)
     mixes = {}
     for f in sorted(glob.glob(os.path.join(R, "evals", "llama-*.quantize-seconds"))):
         mixes[os.path.basename(f)[len("llama-"):-len(".quantize-seconds")]] = float(open(f).read())
     doc = {"schema": "gamma.time_table", "version": 1, "model": "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (teacher: F32)",
            "machine": "2 cores (AMD EPYC), 2 threads", "command": "python3 experiments/time_table.py",
-           "shared_s": shared, "pool_seconds_per_type": pool,
+           "shared_s": shared, "pools_s": pools, "pool_seconds_per_type": pool,
            "stage2": {"solves": len(solve), "max_s": max(solve), "median_s": sorted(solve)[len(solve) // 2]},
            "emit_s": emit, "allocators": allocators, "llama_quantize_s": mixes}
     tmp = os.path.join(R, "time_table.json.tmp")
@@ -81,12 +98,14 @@ def main():
            "| step | wall |", "|---|---|"]
     for k, v in shared.items():
         out.append(f"| {k} | {hm(v)} |")
+    for k, v in pools.items():
+        out.append(f"| pool, {k} | {hm(v)} |")
     out.append(f"| Stage II: exact knapsack, per budget ({len(solve)} solves) | {max(solve) * 1e3:.2f} ms at most |")
     out.append(f"| emit one plan from the pool | {hm(emit)} |")
-    out += ["", "| allocator | scoring | scoring wall | end to end (teacher + imatrix + pool + scoring + solve + emit) |",
-            "|---|---|---|---|"]
+    out += ["", "| allocator | pool (as in the sweep) | scoring | scoring wall | end to end (teacher + imatrix + pool + scoring + solve + emit) |",
+            "|---|---|---|---|---|"]
     for a in allocators:
-        out.append(f"| {a['allocator']} | {a['scoring']} | {hm(a['scoring_s'])} | {hm(a['end_to_end_s'])} |")
+        out.append(f"| {a['allocator']} | {a['pool']} | {a['scoring']} | {hm(a['scoring_s'])} | {hm(a['end_to_end_s'])} |")
     out += ["", "llama-quantize of each standard mix from the same teacher and imatrix (for comparison; "
             "some ran beside other jobs):", "", "| mix | wall |", "|---|---|"]
     for m, s in sorted(mixes.items(), key=lambda x: x[1]):

@@ -54,6 +54,21 @@ json load(const std::string& path) {
   return j.is_ok() ? *j : json::object();
 }
 
+// Each case (arguments, a word its error must hold) fails with one line and writes no output.
+struct Case {
+  std::string args, expect;
+};
+void expect_clean_failures(const std::vector<Case>& cases, const std::string& out) {
+  for (const auto& c : cases) {
+    auto r = gm::testing::gamma(c.args);
+    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.args << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_FALSE(fs::exists(out));
+    EXPECT_FALSE(fs::exists(out + ".ckpt"));
+  }
+}
+
 }  // namespace
 
 TEST(Learn, ReachesTheBudgetAndWritesScores) {
@@ -165,19 +180,12 @@ TEST(Learn, WarmStartMakesThePlansCandidateTheMode) {
   }
   // A plan of the three-type pool names Q5_0, which the two-type pool lacks.
   const std::string out = dir / "bad.json";
-  struct Case { std::string args, expect; };
   const std::vector<Case> cases = {
       {learn_args(dir, pool2, out) + " --bpw 9 --init-plan " + pool + "-plan.json", "--init-plan"},
       {learn_args(dir, pool2, out) + " --bpw 9 --init-plan " + dir / "none.json", "none.json"},
       {learn_args(dir, pool2, out) + " --bpw 9 --init-plan " + pool2 + "-plan.json --init-weight 1", "--init-weight"},
   };
-  for (const auto& c : cases) {
-    auto r = gm::testing::gamma(c.args);
-    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.output;
-    EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.args << "\n" << r.output;
-    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
-    EXPECT_FALSE(fs::exists(out));
-  }
+  expect_clean_failures(cases, out);
 }
 
 TEST(Learn, LayerSamplingAndSigmoidForm) {
@@ -883,7 +891,6 @@ TEST(Learn, BadInputsFailWithOneLineAndWriteNothing) {
   const std::string out = dir / "out.json";
   std::ofstream(dir / "junk.gguf") << "junk";
   const std::string good = learn_args(dir, pool, out);
-  struct Case { std::string args, expect; };
   const std::vector<Case> cases = {
       {learn_args(dir, dir / "nopool", out) + " --bpw 9", "manifest.json"},
       {"learn " + pool + " --teacher " + dir / "junk.gguf" + " -o " + out + " --bpw 9", "junk.gguf"},
@@ -895,14 +902,7 @@ TEST(Learn, BadInputsFailWithOneLineAndWriteNothing) {
       {good + " --bpw 9 --calib " + gm::testing::shared_data("text/wiki.test.raw"), "evaluation text"},
       {learn_args(dir, pool, dir / "no/such/dir/out.json") + " --bpw 9", "does not exist"},
   };
-  for (const auto& c : cases) {
-    auto r = gm::testing::gamma(c.args);
-    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.output;
-    EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.args << "\n" << r.output;
-    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
-    EXPECT_FALSE(fs::exists(out));
-    EXPECT_FALSE(fs::exists(out + ".ckpt"));
-  }
+  expect_clean_failures(cases, out);
 }
 
 TEST(Hawq, TracesArePositiveStableAndScoresFollowThePerturbation) {
