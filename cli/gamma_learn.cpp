@@ -66,7 +66,7 @@ int learn_main(int argc, char** argv) {
   llama::capture_logs();
   LearnOptions o;
   std::string objective = "mse", penalty = "al", optimizer = "adam", estimator = "soft", init = "tilt",
-              forcing = "layer";
+              forcing = "layer", layer_loss = "mse";
   CLI::App app{"Stage I: learn per-module candidate scores (GAMMA; resumable)", "gamma learn"};
   add_common(app, &o.pool_dir, &o.teacher_path, &o.out_path, &o.seqs, &o.n_threads, &o.calib, &o.quiet);
   app.add_option("--bpw", o.target_bpw, "target average bits per weight of the linear modules")->capture_default_str();
@@ -80,6 +80,7 @@ int learn_main(int argc, char** argv) {
   app.add_option("--objective", objective, "task term: mse (teacher-forced layer MSE, GAMMA) or ce (ablation: KL of the final logits vs the teacher, all layers chained)")->capture_default_str();
   app.add_option("--estimator", estimator, "soft (Gumbel-softmax mixture, GAMMA) or st (straight-through: the layer runs on the sampled candidate)")->capture_default_str();
   app.add_option("--forcing", forcing, "layer (each layer on the teacher's input, GAMMA) or sublayer (the FFN on the teacher's mid-layer residual too; q/k/v/gate/up candidates' outputs cached per visit)")->capture_default_str();
+  app.add_option("--layer-loss", layer_loss, "mse (the layer's squared error, GAMMA) or rel (each token's over the teacher's mean square there: what the next RMSNorm reads)")->capture_default_str();
   app.add_option("--visit-steps", o.visit_steps, "steps the drawn layers stay for (candidates dequantized once per visit)")->capture_default_str();
   app.add_option("--visit-seqs", o.visit_seqs, "sequences a --forcing sublayer visit holds, a multiple of --seqs (0: --seqs)")->capture_default_str();
   app.add_option("--penalty", penalty, "budget term: al (augmented Lagrangian, GAMMA) or dnas (ablation: mse (1 + beta gap^2)^gamma)")->capture_default_str();
@@ -108,6 +109,7 @@ int learn_main(int argc, char** argv) {
   pick(o.penalty, penalty);
   pick(o.init, init);
   pick(o.forcing, forcing);
+  pick(o.layer_loss, layer_loss);
   pick(o.optimizer, optimizer);
   if (!bad.is_ok()) return fail(bad);
   // Fault injection for the kill-and-resume test: SIGKILL after the first layer of step N.

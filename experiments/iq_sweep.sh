@@ -123,6 +123,9 @@ fi
 # alone, in pool-TAG (pool-all's files, linked); gammad-TAG then solves over that pool.
 # Warm start (issue 19): GAMMA_INIT=hawq or static starts Stage I on that allocator's plan at
 # GAMMA_BPW over the learning pool's types (gamma learn --init-plan, p = 0.5 on its choice).
+# Layer loss (issue 19): GAMMA_LOSS=rel weighs each token's error by the teacher's inverse mean
+# square there (gamma learn --layer-loss rel; Qwen's first token holds ~98 % of the hidden
+# states' energy from layer 2 to 26, so plain MSE measures mostly that token).
 POOL_AUTO=$W/pool-auto
 tag_pool() {  # TAG -> the pool its Stage I learned over
   if [ -f $W/pool-$1/manifest.json ]; then echo $W/pool-$1; else echo $POOL_AUTO; fi
@@ -158,7 +161,7 @@ if has learn && [ ! -f $R/$GNAME.json ]; then
   GAMMA_PROGRESS=1 $G learn $LPOOL --teacher $TEACHER --calib $W/calib-learn.txt \
     --calib-tokens $CALIB_TOKENS --seq-len 256 --seqs 4 --bpw $GAMMA_BPW --steps $LEARN_STEPS --layers-per-step 1 \
     --estimator st --forcing sublayer --visit-steps $VISIT --measure-every $MEASURE --lr 0.05 --tau 1 --tau-end 0.05 \
-    --checkpoint-every 8 $INIT_ARGS -t $T -o $W/scores/$GNAME.json  # GAMMA_PROGRESS=1: a progress line every few seconds
+    --checkpoint-every 8 $INIT_ARGS ${GAMMA_LOSS:+--layer-loss $GAMMA_LOSS} -t $T -o $W/scores/$GNAME.json  # GAMMA_PROGRESS=1: a progress line every few seconds
   cp $W/scores/$GNAME.json $R/$GNAME.json
 fi
 # 3. Every allocator at each mix's file size (and at each of BPWS): one plan per tied-embedding type, the one with

@@ -408,25 +408,73 @@ TEST_F(LayerGrad, VisitGradientMatchesFiniteDifferences) {
   std::mt19937 rng(11);
   layer_mix(il, rng, base, grads);
   ASSERT_TRUE(step_->begin_visit(il, base, x.data(), y.data(), 2).is_ok());
-  auto mods = base;
-  auto mse0 = step_->visit_step(il, mods, 0, 2, 1.0);
-  ASSERT_TRUE(mse0.is_ok()) << mse0.status().message();
-  const double eps = 2e-3;
-  int checked = 0;
-  for (int k : {0, 2, 3, 4, 5, 6}) {
-    const size_t b = 0;
-    const double fd = central_difference(base, k, b, eps, [&](std::array<ModuleMix, 7>& m) {
-      auto r = step_->visit_step(il, m, 0, 2, 1.0, false);
-      EXPECT_TRUE(r.is_ok());
-      return r.is_ok() ? *r : 0.0;
-    });
-    const double g = grads[size_t(k)][b];
-    EXPECT_NEAR(g, fd, 5e-3 * std::fabs(fd) + 1e-9) << kinds[k];
-    EXPECT_GT(std::fabs(g), 0.0);
-    ++checked;
+  for (bool rel : {false, true}) {  // --layer-loss mse and rel
+    step_->set_token_relative(rel);
+    for (auto& g : grads) std::fill(g.begin(), g.end(), 0.0);
+    auto mods = base;
+    auto mse0 = step_->visit_step(il, mods, 0, 2, 1.0);
+    ASSERT_TRUE(mse0.is_ok()) << mse0.status().message();
+    const double eps = 2e-3;
+    int checked = 0;
+    for (int k : {0, 2, 3, 4, 5, 6}) {
+      const size_t b = 0;
+      const double fd = central_difference(base, k, b, eps, [&](std::array<ModuleMix, 7>& m) {
+        auto r = step_->visit_step(il, m, 0, 2, 1.0, false);
+        EXPECT_TRUE(r.is_ok());
+        return r.is_ok() ? *r : 0.0;
+      });
+      const double g = grads[size_t(k)][b];
+      EXPECT_NEAR(g, fd, 5e-3 * std::fabs(fd) + 1e-9) << kinds[k] << (rel ? " (rel)" : "");
+      EXPECT_GT(std::fabs(g), 0.0);
+      ++checked;
+    }
+    EXPECT_EQ(checked, 6);
   }
-  EXPECT_EQ(checked, 6);
   step_->end_visits();
+}
+
+// --layer-loss rel: the loss is each token's squared error over the teacher's mean square at
+// that token, computed here by hand from the layer's output (forward) and the teacher's;
+// run() and a visit (attention at the teacher's weights, so only the FFN term is non-zero)
+// both give it, and it differs from the plain MSE.
+TEST_F(LayerGrad, RelativeLossIsEachTokensErrorOverTheTeachersMeanSquare) {
+  const int il = 1;
+  std::vector<float> x, y, out(size_t(2) * 32 * 64);
+  layer_io(il, x, y);
+  std::array<ModuleMix, 7> base;
+  std::array<std::vector<double>, 7> grads;
+  std::mt19937 rng(17);
+  layer_mix(il, rng, base, grads);
+  for (int k = 0; k < 4; ++k) base[size_t(k)] = ModuleMix{};
+  auto a = base;
+  ASSERT_TRUE(step_->forward(il, a, x.data(), out.data(), 2).is_ok());
+  double want = 0, plain = 0;
+  for (size_t t = 0; t < size_t(2 * 32); ++t) {
+    double ms = 0, se = 0;
+    for (size_t e = 0; e < 64; ++e) {
+      const double yv = y[t * 64 + e], d = double(out[t * 64 + e]) - yv;
+      ms += yv * yv / 64;
+      se += d * d;
+    }
+    want += se / (ms + 1e-12);
+    plain += se;
+  }
+  want /= double(out.size());
+  plain /= double(out.size());
+  step_->set_token_relative(true);
+  auto r = step_->run(il, a, x.data(), y.data(), 2, 1.0, /*backward=*/false);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_NEAR(*r, want, 1e-4 * want);
+  ASSERT_TRUE(step_->begin_visit(il, a, x.data(), y.data(), 2).is_ok());
+  auto v = step_->visit_step(il, a, 0, 2, 1.0, /*backward=*/false);
+  ASSERT_TRUE(v.is_ok()) << v.status().message();
+  EXPECT_NEAR(*v, want, 1e-4 * want);
+  step_->end_visits();
+  step_->set_token_relative(false);
+  auto m = step_->run(il, a, x.data(), y.data(), 2, 1.0, /*backward=*/false);
+  ASSERT_TRUE(m.is_ok());
+  EXPECT_NEAR(*m, plain, 1e-4 * plain);
+  EXPECT_GT(std::fabs(want - plain), 0.05 * plain);
 }
 
 // The measured loss change (--measure-every) is exact: for every module and candidate, what
@@ -449,7 +497,9 @@ TEST_F(LayerGrad, MeasuredLossChangeIsTheLossOfTheSwitchedAssignment) {
   }
   ASSERT_TRUE(step_->begin_visit(il, mixed, x.data(), y.data(), 2).is_ok());
   int nonzero = 0;
+  for (bool rel : {false, true})  // --layer-loss mse and rel
   for (const auto* base : {&onehot, &mixed}) {
+    step_->set_token_relative(rel);
     std::array<std::vector<double>, 7> delta;
     ASSERT_TRUE(step_->visit_deltas(il, *base, 1, 1, delta).is_ok());
     auto loss = [&](std::array<ModuleMix, 7> m) {
@@ -471,7 +521,8 @@ TEST_F(LayerGrad, MeasuredLossChangeIsTheLossOfTheSwitchedAssignment) {
       }
     }
   }
-  EXPECT_GT(nonzero, 20);
+  EXPECT_GT(nonzero, 40);
+  step_->set_token_relative(false);
   std::array<std::vector<double>, 7> d;
   EXPECT_FALSE(step_->visit_deltas(il, mixed, 1, 2, d).is_ok());  // rows outside the visit
   step_->end_visits();
@@ -657,6 +708,14 @@ TEST(Learn, MeasuredLossChangesAreScoresThatSolve) {
   ASSERT_EQ(rr.exit_code, 0) << rr.output;
   EXPECT_NE(rr.output.find("resumed at step 8"), std::string::npos) << rr.output;
   EXPECT_EQ(ja["modules"], load(k)["modules"]);
+  // --layer-loss rel: the same run on the per-token relative loss, recorded, and other deltas.
+  const std::string rl = dir / "rel.json";
+  auto rrel = gm::testing::gamma(learn_args(dir, pool, rl) + flags + " --layer-loss rel");
+  ASSERT_EQ(rrel.exit_code, 0) << rrel.output;
+  json jr = load(rl);
+  EXPECT_EQ(jr["hyperparameters"]["layer_loss"], "rel");
+  EXPECT_FALSE(ja["hyperparameters"].contains("layer_loss"));
+  EXPECT_NE(jr["modules"], ja["modules"]);
 
   const std::string plan = dir / "plan.json";
   auto rs = gm::testing::gamma("solve --scores " + a + " --pool " + pool + " --transform delta --bpw 8.0 -o " + plan);
@@ -899,6 +958,8 @@ TEST(Learn, BadInputsFailWithOneLineAndWriteNothing) {
       {good + " --bpw 9 --steps -1", "--steps"},
       {good + " --bpw 9 --layers-per-step 9", "exceeds"},
       {good + " --bpw 9 --optimizer rmsprop", "adam or sgd"},
+      {good + " --bpw 9 --layer-loss l1", "--layer-loss must be mse or rel"},
+      {good + " --bpw 9 --objective ce --layer-loss rel", "--objective ce has none"},
       {good + " --bpw 9 --calib " + gm::testing::shared_data("text/wiki.test.raw"), "evaluation text"},
       {learn_args(dir, pool, dir / "no/such/dir/out.json") + " --bpw 9", "does not exist"},
   };

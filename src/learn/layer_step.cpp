@@ -26,6 +26,17 @@ struct Visit {
 at::Tensor f32_tensor(const float* p, at::IntArrayRef sizes) {
   return at::from_blob(const_cast<float*>(p), sizes, at::TensorOptions().dtype(at::kFloat));
 }
+
+// --layer-loss rel: each token's weight 1 / mean_e(t^2), the inverse mean square of the
+// teacher's hidden state there (what the next RMSNorm divides by). Qwen's first token carries
+// ~3e4 times the others' mean square from layer 2 to 26 (measured on the calibration cache):
+// plain MSE is then mostly that token's error, which the norms downstream scale away.
+at::Tensor token_weights(const at::Tensor& t) { return 1.0 / (t.pow(2).mean(-1, true) + 1e-12); }
+
+// mean(w (a - t)^2), w undefined: plain MSE.
+at::Tensor sq_err(const at::Tensor& a, const at::Tensor& t, const at::Tensor& w) {
+  return w.defined() ? ((a - t).pow(2) * w).mean() : (a - t).pow(2).mean();
+}
 }  // namespace
 
 struct LayerStep::Impl {
@@ -36,6 +47,9 @@ struct LayerStep::Impl {
   std::map<std::pair<int, int>, at::Tensor> teacher_w;  // modules without pool candidates
   at::Tensor out_norm, head, head_bias;  // loaded on the first head_kl
   std::map<int, Visit> visits;
+  bool token_relative = false;
+  // The per-token weights of the loss against target t (undefined: plain MSE).
+  at::Tensor loss_weights(const at::Tensor& t) const { return token_relative ? token_weights(t) : at::Tensor(); }
 
   std::array<int64_t, kNumLinear> n_out() const {
     const HParams& hp = model->hparams();
@@ -150,7 +164,7 @@ Result<double> LayerStep::run(int il, std::array<ModuleMix, 7>& mods, const floa
   auto xt = at::from_blob(const_cast<float*>(x), {n_seq, T, hp.n_embd}, f32);
   auto yt = at::from_blob(const_cast<float*>(y), {n_seq, T, hp.n_embd}, f32);
   auto out_t = layer_forward(hp, im.params[size_t(il)], lw.w, im.pos, xt);
-  auto mse = (out_t - yt).pow(2).mean();
+  auto mse = sq_err(out_t, yt, im.loss_weights(yt));
   if (!backward) return mse.item<double>();
   (mse * scale).backward();
   accumulate_grads(mods, lw);
@@ -223,10 +237,12 @@ Status mix_cached(const Visit& v, const LayerParams& lp, const std::array<Module
   return Status::ok();
 }
 
-// mean((a - t)^2) - mean((b - t)^2) as mean((a - b)(a + b - 2t)), summed in double: a
+// mean(w (a - t)^2) - mean(w (b - t)^2) as mean(w (a - b)(a + b - 2t)), summed in double: a
 // candidate's loss change is often far below the float rounding of either loss.
-double mse_change(const at::Tensor& a, const at::Tensor& b, const at::Tensor& t) {
-  return ((a - b) * (a + b - 2 * t)).sum(at::kDouble).item<double>() / double(t.numel());
+double mse_change(const at::Tensor& a, const at::Tensor& b, const at::Tensor& t, const at::Tensor& w) {
+  auto d = (a - b) * (a + b - 2 * t);
+  if (w.defined()) d = d * w;
+  return d.sum(at::kDouble).item<double>() / double(t.numel());
 }
 }  // namespace
 
@@ -248,7 +264,8 @@ Result<double> LayerStep::visit_step(int il, std::array<ModuleMix, 7>& mods, int
   auto o = attention(hp, lp, im.pos, y[kAttnQ], y[kAttnK], y[kAttnV]);
   auto h2 = x + linear(o, lw.w[kAttnOut], lp.bias[kAttnOut]);
   auto ffn = h2t + linear(at::silu(y[kFfnGate]) * y[kFfnUp], lw.w[kFfnDown], lp.bias[kFfnDown]);
-  auto mse = (h2 - h2t).pow(2).mean() + (ffn - yt).pow(2).mean();
+  const at::Tensor wh2 = im.loss_weights(h2t), wy = im.loss_weights(yt);
+  auto mse = sq_err(h2, h2t, wh2) + sq_err(ffn, yt, wy);
   if (!backward) return mse.item<double>();
   (mse * scale).backward();
   accumulate_grads(mods, lw);
@@ -278,6 +295,7 @@ Status LayerStep::visit_deltas(int il, const std::array<ModuleMix, 7>& mods_in, 
   std::array<at::Tensor, kNumLinear> p, y;
   GAMMA_RETURN_IF_ERROR(mix_cached(v, lp, mods, r0, n, T, false, p, y));
   auto x = v.x.narrow(0, r0, n), h2t = v.h2.narrow(0, r0, n), yt = v.y.narrow(0, r0, n);
+  const at::Tensor wh2 = im.loss_weights(h2t), wy = im.loss_weights(yt);
   // The step's own outputs: the attention block's (h2) and the FFN's.
   auto h2_of = [&](const std::array<at::Tensor, kNumLinear>& q, const at::Tensor& wo) {
     return x + linear(attention(hp, lp, im.pos, q[kAttnQ], q[kAttnK], q[kAttnV]), wo, lp.bias[kAttnOut]);
@@ -294,22 +312,24 @@ Status LayerStep::visit_deltas(int il, const std::array<ModuleMix, 7>& mods_in, 
     for (size_t b = 0; b < m.cands.size(); ++b) {
       if (!cached_kind(k)) {  // attn_output, ffn_down: the candidate's weight
         const at::Tensor& wb = lw.cands[size_t(k)][b];
-        d[b] = k == kAttnOut ? mse_change(x + linear(o, wb, lp.bias[kAttnOut]), h2, h2t)
-                             : mse_change(ffn_of(act, wb), ffn, yt);
+        d[b] = k == kAttnOut ? mse_change(x + linear(o, wb, lp.bias[kAttnOut]), h2, h2t, wh2)
+                             : mse_change(ffn_of(act, wb), ffn, yt, wy);
         continue;
       }
       auto alt = y;  // q/k/v/gate/up: the candidate's cached output
       alt[size_t(k)] = v.out[size_t(k)].select(0, int64_t(b)).narrow(0, int64_t(r0) * T, int64_t(n) * T);
       if (lp.bias[size_t(k)].defined()) alt[size_t(k)] = alt[size_t(k)] + lp.bias[size_t(k)];
       alt[size_t(k)] = alt[size_t(k)].view({n, T, -1});
-      d[b] = k <= kAttnV ? mse_change(h2_of(alt, lw.w[kAttnOut]), h2, h2t)
-                         : mse_change(ffn_of(at::silu(alt[kFfnGate]) * alt[kFfnUp], lw.w[kFfnDown]), ffn, yt);
+      d[b] = k <= kAttnV ? mse_change(h2_of(alt, lw.w[kAttnOut]), h2, h2t, wh2)
+                         : mse_change(ffn_of(at::silu(alt[kFfnGate]) * alt[kFfnUp], lw.w[kFfnDown]), ffn, yt, wy);
     }
   }
   return Status::ok();
 }
 
 void LayerStep::end_visits() { impl_->visits.clear(); }
+
+void LayerStep::set_token_relative(bool on) { impl_->token_relative = on; }
 
 Status LayerStep::forward(int il, std::array<ModuleMix, 7>& mods, const float* x, float* y, int n_seq) {
   Impl& im = *impl_;

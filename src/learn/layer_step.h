@@ -27,6 +27,9 @@ class LayerStep {
   static Result<std::unique_ptr<LayerStep>> create(const std::string& teacher_path, int seq_len, int n_threads);
   ~LayerStep();
   const HParams& hparams() const;
+  // Weighs each token's squared error by 1 / (the teacher's mean square there), for run,
+  // visit_step and visit_deltas (--layer-loss rel); off: plain MSE (GAMMA).
+  void set_token_relative(bool on);
   // x, y: n_seq x seq_len x n_embd floats (the teacher's input and output of layer `il`).
   // Returns the MSE (mean over all elements). backward = false: the MSE only (no gradients).
   Result<double> run(int il, std::array<ModuleMix, 7>& mods, const float* x, const float* y, int n_seq, double scale,

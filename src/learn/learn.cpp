@@ -110,6 +110,10 @@ const Choices<Forcing>& choices(Forcing) {
   static const Choices<Forcing> c{"--forcing", {{"layer", Forcing::kLayer}, {"sublayer", Forcing::kSublayer}}};
   return c;
 }
+const Choices<LayerLoss>& choices(LayerLoss) {
+  static const Choices<LayerLoss> c{"--layer-loss", {{"mse", LayerLoss::kMse}, {"rel", LayerLoss::kRel}}};
+  return c;
+}
 const Choices<Init>& choices(Init) {
   static const Choices<Init> c{"--init", {{"tilt", Init::kTilt}, {"uniform", Init::kUniform}}};
   return c;
@@ -190,6 +194,7 @@ json hyperparameters(const LearnOptions& o, const std::string& cache_key, int n_
   if (o.forcing != Forcing::kLayer) h["forcing"] = choice_name(o.forcing);
   if (o.visit_steps > 1) h["visit_steps"] = o.visit_steps;
   if (o.forcing == Forcing::kSublayer) h["visit_seqs"] = o.visit_seqs;
+  if (o.layer_loss != LayerLoss::kMse) h["layer_loss"] = choice_name(o.layer_loss);
   if (o.penalty == Penalty::kDnas) h["dnas"] = {{"beta", o.dnas_beta}, {"gamma", o.dnas_gamma}};
   if (o.measure_every > 0) h["measure_every"] = o.measure_every;
   h["mse_unit"] = "step-0 MSE";
@@ -218,6 +223,8 @@ Status validate(const LearnOptions& o) {
   if (o.visit_steps < 1) return Status::errorf("--visit-steps must be at least 1 (got {})", o.visit_steps);
   if (o.visit_seqs < 0 || (o.visit_seqs > 0 && o.visit_seqs % o.seqs != 0))
     return Status::errorf("--visit-seqs must be a multiple of --seqs {} (got {})", o.seqs, o.visit_seqs);
+  if (o.objective == Objective::kCe && o.layer_loss != LayerLoss::kMse)
+    return Status::error("--layer-loss weighs the layer loss: --objective ce has none");
   if (o.objective == Objective::kCe && (o.forcing != Forcing::kLayer || o.visit_steps > 1))
     return Status::error("--objective ce chains all layers: it takes neither --forcing sublayer nor --visit-steps");
   if (o.world_size > 1 && o.rendezvous.empty())
@@ -352,6 +359,7 @@ Result<std::unique_ptr<StageOne>> StageOne::open(const LearnOptions& opt) {
       return Status::errorf("--visit-seqs {} exceeds the {} calibration sequences (raise --calib-tokens)", V, s->cache_->n_seq());
   }
   GAMMA_ASSIGN_OR_RETURN(s->stepper_, LayerStep::create(opt.teacher_path, s->cache_->seq_len(), opt.n_threads));
+  s->stepper_->set_token_relative(opt.layer_loss == LayerLoss::kRel);
   s->x_.resize(size_t(opt.seqs) * size_t(s->cache_->seq_len()) * size_t(s->stepper_->hparams().n_embd));
   s->y_.resize(s->x_.size());
   const size_t n = s->mods_.size();

@@ -41,6 +41,7 @@ enum class Optimizer { kAdam, kSgd };
 enum class Estimator { kSoft, kSt };
 enum class Init { kTilt, kUniform };
 enum class Forcing { kLayer, kSublayer };
+enum class LayerLoss { kMse, kRel };
 
 // One table per enum: its flag and the name of each value (the first is the default).
 template <typename E>
@@ -54,6 +55,7 @@ const Choices<Optimizer>& choices(Optimizer);
 const Choices<Estimator>& choices(Estimator);
 const Choices<Init>& choices(Init);
 const Choices<Forcing>& choices(Forcing);
+const Choices<LayerLoss>& choices(LayerLoss);
 
 template <typename E>
 const char* choice_name(E v) {
@@ -107,6 +109,10 @@ struct LearnOptions {
   // fixed inputs and their candidates' outputs are computed once per visit and mixed
   // (LayerStep::begin_visit); loss MSE(h2) + MSE(FFN output).
   Forcing forcing = Forcing::kLayer;
+  // mse: the layer's squared error, every token alike (GAMMA) | rel: each token's squared error
+  // over the teacher's mean square at that token (LayerStep::set_token_relative), so a token
+  // whose hidden state is thousands of times larger (Qwen's first token) does not own the loss.
+  LayerLoss layer_loss = LayerLoss::kMse;
   // > 1: the layers drawn for a step stay for this many steps (a visit), their candidates
   // dequantized once; memory holds layers_per_step layers' candidates (and, with sublayer
   // forcing, their cached outputs for visit_seqs sequences).
