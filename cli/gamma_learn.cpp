@@ -80,7 +80,7 @@ int learn_main(int argc, char** argv) {
   app.add_option("--objective", objective, "task term: mse (teacher-forced layer MSE, GAMMA) or ce (ablation: KL of the final logits vs the teacher, all layers chained)")->capture_default_str();
   app.add_option("--estimator", estimator, "soft (Gumbel-softmax mixture, GAMMA) or st (straight-through: the layer runs on the sampled candidate)")->capture_default_str();
   app.add_option("--forcing", forcing, "layer (each layer on the teacher's input, GAMMA) or sublayer (the FFN on the teacher's mid-layer residual too; q/k/v/gate/up candidates' outputs cached per visit)")->capture_default_str();
-  app.add_option("--layer-loss", layer_loss, "mse (the layer's squared error, GAMMA) or rel (each token's over the teacher's mean square there: what the next RMSNorm reads)")->capture_default_str();
+  app.add_option("--layer-loss", layer_loss, "mse (the layer's squared error, GAMMA), rel (each token's over the teacher's mean square there: what the next RMSNorm reads) or clip (mse, a token above 10x the median token's mean square brought to that scale)")->capture_default_str();
   app.add_option("--visit-steps", o.visit_steps, "steps the drawn layers stay for (candidates dequantized once per visit)")->capture_default_str();
   app.add_option("--visit-seqs", o.visit_seqs, "sequences a --forcing sublayer visit holds, a multiple of --seqs (0: --seqs)")->capture_default_str();
   app.add_option("--penalty", penalty, "budget term: al (augmented Lagrangian, GAMMA) or dnas (ablation: mse (1 + beta gap^2)^gamma)")->capture_default_str();

@@ -123,9 +123,10 @@ fi
 # alone, in pool-TAG (pool-all's files, linked); gammad-TAG then solves over that pool.
 # Warm start (issue 19): GAMMA_INIT=hawq or static starts Stage I on that allocator's plan at
 # GAMMA_BPW over the learning pool's types (gamma learn --init-plan, p = 0.5 on its choice).
-# Layer loss (issue 19): GAMMA_LOSS=rel weighs each token's error by the teacher's inverse mean
-# square there (gamma learn --layer-loss rel; Qwen's first token holds ~98 % of the hidden
-# states' energy from layer 2 to 26, so plain MSE measures mostly that token).
+# Layer loss (issue 19): GAMMA_LOSS=rel|clip (gamma learn --layer-loss): Qwen's first token
+# holds ~98 % of the hidden states' energy from layer 2 to 26, so plain MSE measures mostly
+# that token; rel weighs every token by the teacher's inverse mean square there, clip only a
+# token above 10x the median token's.
 POOL_AUTO=$W/pool-auto
 tag_pool() {  # TAG -> the pool its Stage I learned over
   if [ -f $W/pool-$1/manifest.json ]; then echo $W/pool-$1; else echo $POOL_AUTO; fi

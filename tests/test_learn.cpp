@@ -408,8 +408,8 @@ TEST_F(LayerGrad, VisitGradientMatchesFiniteDifferences) {
   std::mt19937 rng(11);
   layer_mix(il, rng, base, grads);
   ASSERT_TRUE(step_->begin_visit(il, base, x.data(), y.data(), 2).is_ok());
-  for (bool rel : {false, true}) {  // --layer-loss mse and rel
-    step_->set_token_relative(rel);
+  for (TokenWeights tw : {TokenWeights::kNone, TokenWeights::kRel, TokenWeights::kClip}) {  // --layer-loss
+    step_->set_token_weights(tw);
     for (auto& g : grads) std::fill(g.begin(), g.end(), 0.0);
     auto mods = base;
     auto mse0 = step_->visit_step(il, mods, 0, 2, 1.0);
@@ -424,7 +424,7 @@ TEST_F(LayerGrad, VisitGradientMatchesFiniteDifferences) {
         return r.is_ok() ? *r : 0.0;
       });
       const double g = grads[size_t(k)][b];
-      EXPECT_NEAR(g, fd, 5e-3 * std::fabs(fd) + 1e-9) << kinds[k] << (rel ? " (rel)" : "");
+      EXPECT_NEAR(g, fd, 5e-3 * std::fabs(fd) + 1e-9) << kinds[k] << " token weights " << int(tw);
       EXPECT_GT(std::fabs(g), 0.0);
       ++checked;
     }
@@ -433,14 +433,17 @@ TEST_F(LayerGrad, VisitGradientMatchesFiniteDifferences) {
   step_->end_visits();
 }
 
-// --layer-loss rel: the loss is each token's squared error over the teacher's mean square at
-// that token, computed here by hand from the layer's output (forward) and the teacher's;
-// run() and a visit (attention at the teacher's weights, so only the FFN term is non-zero)
-// both give it, and it differs from the plain MSE.
-TEST_F(LayerGrad, RelativeLossIsEachTokensErrorOverTheTeachersMeanSquare) {
+// --layer-loss rel and clip: the loss computed here by hand from the layer's output (forward)
+// and a target with one outlier token (the teacher's, one token scaled 100x, as Qwen's first):
+// rel divides each token's squared error by the target's mean square there; clip keeps plain
+// MSE but brings a token above 10x the median token's mean square to that scale. run() and a
+// visit (attention at the teacher's weights, so only the FFN term is non-zero) both give them.
+TEST_F(LayerGrad, TokenWeightedLossesMatchTheirDefinitions) {
   const int il = 1;
-  std::vector<float> x, y, out(size_t(2) * 32 * 64);
+  const size_t E = 64, N = 2 * 32;
+  std::vector<float> x, y, out(N * E);
   layer_io(il, x, y);
+  for (size_t e = 0; e < E; ++e) y[5 * E + e] *= 100;  // token 5: 1e4 times its mean square
   std::array<ModuleMix, 7> base;
   std::array<std::vector<double>, 7> grads;
   std::mt19937 rng(17);
@@ -448,33 +451,41 @@ TEST_F(LayerGrad, RelativeLossIsEachTokensErrorOverTheTeachersMeanSquare) {
   for (int k = 0; k < 4; ++k) base[size_t(k)] = ModuleMix{};
   auto a = base;
   ASSERT_TRUE(step_->forward(il, a, x.data(), out.data(), 2).is_ok());
-  double want = 0, plain = 0;
-  for (size_t t = 0; t < size_t(2 * 32); ++t) {
-    double ms = 0, se = 0;
-    for (size_t e = 0; e < 64; ++e) {
-      const double yv = y[t * 64 + e], d = double(out[t * 64 + e]) - yv;
-      ms += yv * yv / 64;
-      se += d * d;
+  std::vector<double> ms(N), se(N);
+  for (size_t t = 0; t < N; ++t)
+    for (size_t e = 0; e < E; ++e) {
+      const double yv = y[t * E + e], d = double(out[t * E + e]) - yv;
+      ms[t] += yv * yv / double(E);
+      se[t] += d * d;
     }
-    want += se / (ms + 1e-12);
-    plain += se;
+  auto sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  const double cap = 10 * sorted[(N - 1) / 2];  // torch's median: the lower middle
+  double plain = 0, rel = 0, clip = 0;
+  int clipped = 0;
+  for (size_t t = 0; t < N; ++t) {
+    plain += se[t];
+    rel += se[t] / (ms[t] + 1e-12);
+    clip += se[t] * std::min(1.0, cap / (ms[t] + 1e-12));
+    clipped += ms[t] > cap;
   }
-  want /= double(out.size());
-  plain /= double(out.size());
-  step_->set_token_relative(true);
-  auto r = step_->run(il, a, x.data(), y.data(), 2, 1.0, /*backward=*/false);
-  ASSERT_TRUE(r.is_ok()) << r.status().message();
-  EXPECT_NEAR(*r, want, 1e-4 * want);
-  ASSERT_TRUE(step_->begin_visit(il, a, x.data(), y.data(), 2).is_ok());
-  auto v = step_->visit_step(il, a, 0, 2, 1.0, /*backward=*/false);
-  ASSERT_TRUE(v.is_ok()) << v.status().message();
-  EXPECT_NEAR(*v, want, 1e-4 * want);
-  step_->end_visits();
-  step_->set_token_relative(false);
-  auto m = step_->run(il, a, x.data(), y.data(), 2, 1.0, /*backward=*/false);
-  ASSERT_TRUE(m.is_ok());
-  EXPECT_NEAR(*m, plain, 1e-4 * plain);
-  EXPECT_GT(std::fabs(want - plain), 0.05 * plain);
+  EXPECT_EQ(clipped, 1);
+  const double n = double(N * E);
+  for (auto [tw, want] : {std::pair{TokenWeights::kNone, plain / n}, std::pair{TokenWeights::kRel, rel / n},
+                          std::pair{TokenWeights::kClip, clip / n}}) {
+    step_->set_token_weights(tw);
+    auto r = step_->run(il, a, x.data(), y.data(), 2, 1.0, /*backward=*/false);
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    EXPECT_NEAR(*r, want, 1e-4 * want) << int(tw);
+    ASSERT_TRUE(step_->begin_visit(il, a, x.data(), y.data(), 2).is_ok());
+    auto v = step_->visit_step(il, a, 0, 2, 1.0, /*backward=*/false);
+    ASSERT_TRUE(v.is_ok()) << v.status().message();
+    EXPECT_NEAR(*v, want, 1e-4 * want) << int(tw);
+    step_->end_visits();
+  }
+  step_->set_token_weights(TokenWeights::kNone);
+  EXPECT_GT(plain, 2 * clip);  // the outlier token owned the plain loss
+  EXPECT_GT(std::fabs(rel - clip), 0.05 * clip);
 }
 
 // The measured loss change (--measure-every) is exact: for every module and candidate, what
@@ -497,9 +508,9 @@ TEST_F(LayerGrad, MeasuredLossChangeIsTheLossOfTheSwitchedAssignment) {
   }
   ASSERT_TRUE(step_->begin_visit(il, mixed, x.data(), y.data(), 2).is_ok());
   int nonzero = 0;
-  for (bool rel : {false, true})  // --layer-loss mse and rel
+  for (TokenWeights tw : {TokenWeights::kNone, TokenWeights::kRel, TokenWeights::kClip})  // --layer-loss
   for (const auto* base : {&onehot, &mixed}) {
-    step_->set_token_relative(rel);
+    step_->set_token_weights(tw);
     std::array<std::vector<double>, 7> delta;
     ASSERT_TRUE(step_->visit_deltas(il, *base, 1, 1, delta).is_ok());
     auto loss = [&](std::array<ModuleMix, 7> m) {
@@ -521,8 +532,8 @@ TEST_F(LayerGrad, MeasuredLossChangeIsTheLossOfTheSwitchedAssignment) {
       }
     }
   }
-  EXPECT_GT(nonzero, 40);
-  step_->set_token_relative(false);
+  EXPECT_GT(nonzero, 60);
+  step_->set_token_weights(TokenWeights::kNone);
   std::array<std::vector<double>, 7> d;
   EXPECT_FALSE(step_->visit_deltas(il, mixed, 1, 2, d).is_ok());  // rows outside the visit
   step_->end_visits();
@@ -711,6 +722,8 @@ TEST(Learn, MeasuredLossChangesAreScoresThatSolve) {
   // --layer-loss rel: the same run on the per-token relative loss, recorded, and other deltas.
   const std::string rl = dir / "rel.json";
   auto rrel = gm::testing::gamma(learn_args(dir, pool, rl) + flags + " --layer-loss rel");
+  ASSERT_EQ(rrel.exit_code, 0) << rrel.output;
+  rrel = gm::testing::gamma(learn_args(dir, pool, dir / "clip.json") + flags + " --layer-loss clip");
   ASSERT_EQ(rrel.exit_code, 0) << rrel.output;
   json jr = load(rl);
   EXPECT_EQ(jr["hyperparameters"]["layer_loss"], "rel");
@@ -958,7 +971,7 @@ TEST(Learn, BadInputsFailWithOneLineAndWriteNothing) {
       {good + " --bpw 9 --steps -1", "--steps"},
       {good + " --bpw 9 --layers-per-step 9", "exceeds"},
       {good + " --bpw 9 --optimizer rmsprop", "adam or sgd"},
-      {good + " --bpw 9 --layer-loss l1", "--layer-loss must be mse or rel"},
+      {good + " --bpw 9 --layer-loss l1", "--layer-loss must be mse, rel or clip"},
       {good + " --bpw 9 --objective ce --layer-loss rel", "--objective ce has none"},
       {good + " --bpw 9 --calib " + gm::testing::shared_data("text/wiki.test.raw"), "evaluation text"},
       {learn_args(dir, pool, dir / "no/such/dir/out.json") + " --bpw 9", "does not exist"},

@@ -27,11 +27,20 @@ at::Tensor f32_tensor(const float* p, at::IntArrayRef sizes) {
   return at::from_blob(const_cast<float*>(p), sizes, at::TensorOptions().dtype(at::kFloat));
 }
 
-// --layer-loss rel: each token's weight 1 / mean_e(t^2), the inverse mean square of the
-// teacher's hidden state there (what the next RMSNorm divides by). Qwen's first token carries
-// ~3e4 times the others' mean square from layer 2 to 26 (measured on the calibration cache):
+// Per-token weights of the layer loss against target t ([..., n_embd]). Qwen's first token
+// carries ~3e4 times the others' mean square from layer 2 to 26 (results/iq_qwen/token_energy.md):
 // plain MSE is then mostly that token's error, which the norms downstream scale away.
-at::Tensor token_weights(const at::Tensor& t) { return 1.0 / (t.pow(2).mean(-1, true) + 1e-12); }
+// rel: 1 / mean_e(t^2), every token's error relative to its own mean square (what the next
+// RMSNorm divides by). clip: 1 for every token up to kClip times the median token's mean
+// square, and its error brought to that scale above it: the loss stays plain MSE (whose scale
+// across layers is the residual stream's, where an error persists) except for outlier tokens.
+constexpr double kClip = 10;
+at::Tensor token_weights(const at::Tensor& t, bool clip) {
+  auto ms = t.pow(2).mean(-1, true);
+  if (!clip) return 1.0 / (ms + 1e-12);
+  const auto cap = kClip * ms.median();
+  return at::clamp_max(cap / (ms + 1e-12), 1.0);
+}
 
 // mean(w (a - t)^2), w undefined: plain MSE.
 at::Tensor sq_err(const at::Tensor& a, const at::Tensor& t, const at::Tensor& w) {
@@ -47,9 +56,12 @@ struct LayerStep::Impl {
   std::map<std::pair<int, int>, at::Tensor> teacher_w;  // modules without pool candidates
   at::Tensor out_norm, head, head_bias;  // loaded on the first head_kl
   std::map<int, Visit> visits;
-  bool token_relative = false;
+  TokenWeights token_weights_mode = TokenWeights::kNone;
   // The per-token weights of the loss against target t (undefined: plain MSE).
-  at::Tensor loss_weights(const at::Tensor& t) const { return token_relative ? token_weights(t) : at::Tensor(); }
+  at::Tensor loss_weights(const at::Tensor& t) const {
+    if (token_weights_mode == TokenWeights::kNone) return at::Tensor();
+    return token_weights(t, token_weights_mode == TokenWeights::kClip);
+  }
 
   std::array<int64_t, kNumLinear> n_out() const {
     const HParams& hp = model->hparams();
@@ -329,7 +341,7 @@ Status LayerStep::visit_deltas(int il, const std::array<ModuleMix, 7>& mods_in, 
 
 void LayerStep::end_visits() { impl_->visits.clear(); }
 
-void LayerStep::set_token_relative(bool on) { impl_->token_relative = on; }
+void LayerStep::set_token_weights(TokenWeights w) { impl_->token_weights_mode = w; }
 
 Status LayerStep::forward(int il, std::array<ModuleMix, 7>& mods, const float* x, float* y, int n_seq) {
   Impl& im = *impl_;

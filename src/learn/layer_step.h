@@ -15,6 +15,11 @@ namespace gm {
 
 struct HParams;
 
+// How the layer loss weighs tokens (--layer-loss): none (plain MSE), rel (each token's error
+// over the teacher's mean square there), clip (plain, but a token above 10x the median token's
+// mean square brought to that scale).
+enum class TokenWeights { kNone, kRel, kClip };
+
 struct ModuleMix {
   std::vector<const float*> cands;  // dequantized candidates [out x in]; empty: the teacher's
   std::vector<double> p;            // mixing weights, one per candidate
@@ -27,9 +32,8 @@ class LayerStep {
   static Result<std::unique_ptr<LayerStep>> create(const std::string& teacher_path, int seq_len, int n_threads);
   ~LayerStep();
   const HParams& hparams() const;
-  // Weighs each token's squared error by 1 / (the teacher's mean square there), for run,
-  // visit_step and visit_deltas (--layer-loss rel); off: plain MSE (GAMMA).
-  void set_token_relative(bool on);
+  // The token weights of run, visit_step and visit_deltas (default none: plain MSE, GAMMA).
+  void set_token_weights(TokenWeights w);
   // x, y: n_seq x seq_len x n_embd floats (the teacher's input and output of layer `il`).
   // Returns the MSE (mean over all elements). backward = false: the MSE only (no gradients).
   Result<double> run(int il, std::array<ModuleMix, 7>& mods, const float* x, const float* y, int n_seq, double scale,

@@ -111,7 +111,8 @@ const Choices<Forcing>& choices(Forcing) {
   return c;
 }
 const Choices<LayerLoss>& choices(LayerLoss) {
-  static const Choices<LayerLoss> c{"--layer-loss", {{"mse", LayerLoss::kMse}, {"rel", LayerLoss::kRel}}};
+  static const Choices<LayerLoss> c{"--layer-loss",
+                                    {{"mse", LayerLoss::kMse}, {"rel", LayerLoss::kRel}, {"clip", LayerLoss::kClip}}};
   return c;
 }
 const Choices<Init>& choices(Init) {
@@ -359,7 +360,9 @@ Result<std::unique_ptr<StageOne>> StageOne::open(const LearnOptions& opt) {
       return Status::errorf("--visit-seqs {} exceeds the {} calibration sequences (raise --calib-tokens)", V, s->cache_->n_seq());
   }
   GAMMA_ASSIGN_OR_RETURN(s->stepper_, LayerStep::create(opt.teacher_path, s->cache_->seq_len(), opt.n_threads));
-  s->stepper_->set_token_relative(opt.layer_loss == LayerLoss::kRel);
+  s->stepper_->set_token_weights(opt.layer_loss == LayerLoss::kRel    ? TokenWeights::kRel
+                                 : opt.layer_loss == LayerLoss::kClip ? TokenWeights::kClip
+                                                                      : TokenWeights::kNone);
   s->x_.resize(size_t(opt.seqs) * size_t(s->cache_->seq_len()) * size_t(s->stepper_->hparams().n_embd));
   s->y_.resize(s->x_.size());
   const size_t n = s->mods_.size();

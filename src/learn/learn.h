@@ -41,7 +41,7 @@ enum class Optimizer { kAdam, kSgd };
 enum class Estimator { kSoft, kSt };
 enum class Init { kTilt, kUniform };
 enum class Forcing { kLayer, kSublayer };
-enum class LayerLoss { kMse, kRel };
+enum class LayerLoss { kMse, kRel, kClip };
 
 // One table per enum: its flag and the name of each value (the first is the default).
 template <typename E>
@@ -110,8 +110,9 @@ struct LearnOptions {
   // (LayerStep::begin_visit); loss MSE(h2) + MSE(FFN output).
   Forcing forcing = Forcing::kLayer;
   // mse: the layer's squared error, every token alike (GAMMA) | rel: each token's squared error
-  // over the teacher's mean square at that token (LayerStep::set_token_relative), so a token
-  // whose hidden state is thousands of times larger (Qwen's first token) does not own the loss.
+  // over the teacher's mean square at that token | clip: mse, but a token whose mean square is
+  // above 10x the median token's weighs as one at that bound (LayerStep::set_token_weights), so
+  // a token whose hidden state is thousands of times larger (Qwen's first) does not own the loss.
   LayerLoss layer_loss = LayerLoss::kMse;
   // > 1: the layers drawn for a step stay for this many steps (a visit), their candidates
   // dequantized once; memory holds layers_per_step layers' candidates (and, with sublayer
