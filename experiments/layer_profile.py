@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Issue 19: where each scorer puts the sensitivity, layer by layer. Per layer, the summed loss
+change of moving its seven modules from Q4_K to Q2_K: Stage I's measured deltas (a SCORES.json
+with "delta", or a run's checkpoint, SCORES.json.ckpt, with the pool's manifest for the
+candidate ids) against HAWQ-V2's predicted ones; Spearman rho over the 196 modules.
+Each measured loss has its own unit, so compare shapes (the ratio column), not values.
+
+  layer_profile.py --hawq HAWQ.json --manifest POOL/manifest.json LABEL=FILE ... -o OUT
+"""
+import argparse
+import collections
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rank_stats import spearman  # noqa: E402
+from table_out import emit_table  # noqa: E402
+
+CHEAP, REF = "Q2_K", "Q4_K"
+
+
+def deltas(path, ids):
+    """module -> candidate -> mean measured loss change, and the step it was read at."""
+    j = json.load(open(path))
+    if j.get("schema") == "gamma.learn.checkpoint":
+        out = {m["name"]: {c: s / m["dn"] for c, s in zip(ids[m["name"]], m["dsum"])} for m in j["modules"] if m["dn"]}
+        return out, j["step"]
+    return {n: m["delta"] for n, m in j["modules"].items()}, j["final"]["steps"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hawq", required=True)
+    ap.add_argument("--manifest", required=True)
+    ap.add_argument("runs", nargs="+", help="LABEL=SCORES.json or LABEL=SCORES.json.ckpt")
+    ap.add_argument("-o", "--out")
+    a = ap.parse_args()
+    ids = {m["name"]: [c["id"] for c in m["candidates"]] for m in json.load(open(a.manifest))["modules"]}
+    hawq = json.load(open(a.hawq))["modules"]
+    h = {n: m["score"][REF] - m["score"][CHEAP] for n, m in hawq.items()}
+    runs = []
+    for spec in a.runs:
+        label, path = spec.split("=", 1)
+        d, step = deltas(path, ids)
+        g = {n: v[CHEAP] - v[REF] for n, v in d.items()}
+        names = sorted(set(g) & set(h))
+        runs.append({"label": label, "file": os.path.relpath(path), "step": step, "modules": len(names),
+                     "spearman_vs_hawq": spearman([g[n] for n in names], [h[n] for n in names]), "per_module": g})
+    layer = lambda n: int(n.split(".")[1])  # noqa: E731
+    L = max(layer(n) for n in h) + 1
+    hl = collections.Counter()
+    for n, v in h.items():
+        hl[layer(n)] += v
+    for r in runs:
+        c = collections.Counter()
+        for n, v in r["per_module"].items():
+            c[layer(n)] += v
+        r["per_layer"] = [c[i] for i in range(L)]
+    lines = [f"Per-layer loss change Q4_K -> {CHEAP} (sum over the layer's 7 modules): Stage I's measured deltas vs "
+             "HAWQ-V2's prediction, Qwen2.5-Coder-1.5B; `experiments/layer_profile.py`", "",
+             "| run | file | step | Spearman vs HAWQ-V2 (196 modules) |", "|---|---|---|---|"]
+    for r in runs:
+        lines.append(f"| {r['label']} | `{r['file']}` | {r['step']} | {r['spearman_vs_hawq']:.3f} |")
+    lines += ["", "| layer | HAWQ-V2 | " + " | ".join(f"{r['label']} | HAWQ / {r['label']}" for r in runs) + " |",
+              "|---|---|" + "---|---|" * len(runs)]
+    for i in range(L):
+        cells = []
+        for r in runs:
+            v = r["per_layer"][i]
+            cells += [f"{v:.3g}", f"{hl[i] / v:.3g}" if v else "—"]
+        lines.append(f"| {i} | {hl[i]:.3g} | " + " | ".join(cells) + " |")
+    emit_table(lines, {"schema": "gamma.layer_profile", "version": 1, "cheap": CHEAP, "ref": REF,
+                       "hawq_per_layer": [hl[i] for i in range(L)], "runs": runs}, a.out + ".md" if a.out else None)
+
+
+if __name__ == "__main__":
+    main()
