@@ -202,6 +202,7 @@ if has sizes; then
         gamma) [ -f $R/gamma.json ] || continue; args="--scores $R/gamma.json --transform size-log"; pool=$POOL_AUTO ;;
         gammad) [ -f $R/gamma.json ] || continue; args="--scores $R/gamma.json"; pool=$POOL_AUTO ;;  # + a transform below
         gammad-*) [ -f $R/gamma-${a#gammad-}.json ] || continue; args="--scores $R/gamma-${a#gammad-}.json"; pool=$(tag_pool ${a#gammad-}) ;;
+        *-cal) [ -f $R/$a.json ] || continue; args="--scores $R/$a.json"; pool=$POOL_ALL ;;  # experiments/layer_calibrate.py
         *) args="--scores $R/$a.json --transform size-log"; pool=$POOL_ALL ;;  # other scores learned on pool-all
       esac
       # Variants: every FIXED head; GAMMA's measured loss changes also raw (--transform delta,
@@ -226,7 +227,8 @@ if has sizes; then
           -o $R/plans/$n.json > /dev/null
         # One variant (a head fixed from the validation choices at the neighbouring sizes): nothing
         # to choose, so no validation evals.
-        if [ $nv = 1 ]; then best=$n; bestk="none (one variant)"; break; fi
+        # VALIDATE=1 measures it anyway (to compare allocators on validation).
+        if [ $nv = 1 ] && [ -z "${VALIDATE:-}" ]; then best=$n; bestk="none (one variant)"; break; fi
         [ -f $R/evals/$n.wv.json ] && [ -f $R/evals/$n.pv.json ] || $G emit $pool $R/plans/$n.json -o $W/models/$n.gguf > /dev/null
         k=$(valid_kld $W/models/$n.gguf $n)
         rm -f $W/models/$n.gguf

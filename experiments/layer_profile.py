@@ -4,8 +4,11 @@ change of moving its seven modules from Q4_K to Q2_K: Stage I's measured deltas 
 with "delta", or a run's checkpoint, SCORES.json.ckpt, with the pool's manifest for the
 candidate ids) against HAWQ-V2's predicted ones; Spearman rho over the 196 modules.
 Each measured loss has its own unit, so compare shapes (the ratio column), not values.
+With --layer-kld DIR (experiments/layer_kld.sh), the measured end-to-end KLD of each layer at
+Q2_K (minus the all-source file's) is the reference: Spearman over the 28 layers of each
+scorer's per-layer sum against it.
 
-  layer_profile.py --hawq HAWQ.json --manifest POOL/manifest.json LABEL=FILE ... -o OUT
+  layer_profile.py --hawq HAWQ.json --manifest POOL/manifest.json [--layer-kld DIR] LABEL=FILE ... -o OUT
 """
 import argparse
 import collections
@@ -33,6 +36,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hawq", required=True)
     ap.add_argument("--manifest", required=True)
+    ap.add_argument("--layer-kld")
     ap.add_argument("runs", nargs="+", help="LABEL=SCORES.json or LABEL=SCORES.json.ckpt")
     ap.add_argument("-o", "--out")
     a = ap.parse_args()
@@ -57,21 +61,36 @@ def main():
         for n, v in r["per_module"].items():
             c[layer(n)] += v
         r["per_layer"] = [c[i] for i in range(L)]
+    meas = None
+    if a.layer_kld:
+        k = lambda f: json.load(open(os.path.join(a.layer_kld, f)))["kld"]["mean"]  # noqa: E731
+        base = k("base.json")
+        meas = [k(f"{i}.json") - base for i in range(L)]
+        for r in runs:
+            r["spearman_layers_vs_measured"] = spearman(r["per_layer"], meas)
+        hawq_vs_meas = spearman([hl[i] for i in range(L)], meas)
     lines = [f"Per-layer loss change Q4_K -> {CHEAP} (sum over the layer's 7 modules): Stage I's measured deltas vs "
              "HAWQ-V2's prediction, Qwen2.5-Coder-1.5B; `experiments/layer_profile.py`", "",
-             "| run | file | step | Spearman vs HAWQ-V2 (196 modules) |", "|---|---|---|---|"]
+             "| run | file | step | Spearman vs HAWQ-V2 (196 modules) | Spearman vs measured KLD (28 layers) |",
+             "|---|---|---|---|---|"]
     for r in runs:
-        lines.append(f"| {r['label']} | `{r['file']}` | {r['step']} | {r['spearman_vs_hawq']:.3f} |")
-    lines += ["", "| layer | HAWQ-V2 | " + " | ".join(f"{r['label']} | HAWQ / {r['label']}" for r in runs) + " |",
-              "|---|---|" + "---|---|" * len(runs)]
+        sm = r.get("spearman_layers_vs_measured")
+        lines.append(f"| {r['label']} | `{r['file']}` | {r['step']} | {r['spearman_vs_hawq']:.3f} | "
+                     f"{'—' if sm is None else f'{sm:.3f}'} |")
+    if meas:
+        lines.append(f"| HAWQ-V2 | `{os.path.relpath(a.hawq)}` | | | {hawq_vs_meas:.3f} |")
+    lines += ["", "| layer | " + ("measured KLD | " if meas else "") + "HAWQ-V2 | " +
+              " | ".join(f"{r['label']} | HAWQ / {r['label']}" for r in runs) + " |",
+              "|---|" + ("---|" if meas else "") + "---|" + "---|---|" * len(runs)]
     for i in range(L):
         cells = []
         for r in runs:
             v = r["per_layer"][i]
             cells += [f"{v:.3g}", f"{hl[i] / v:.3g}" if v else "—"]
-        lines.append(f"| {i} | {hl[i]:.3g} | " + " | ".join(cells) + " |")
+        lines.append(f"| {i} | " + (f"{meas[i]:.3g} | " if meas else "") + f"{hl[i]:.3g} | " + " | ".join(cells) + " |")
     emit_table(lines, {"schema": "gamma.layer_profile", "version": 1, "cheap": CHEAP, "ref": REF,
-                       "hawq_per_layer": [hl[i] for i in range(L)], "runs": runs}, a.out + ".md" if a.out else None)
+                       "hawq_per_layer": [hl[i] for i in range(L)], "measured_kld_per_layer": meas,
+                       "runs": runs}, a.out + ".md" if a.out else None)
 
 
 if __name__ == "__main__":
