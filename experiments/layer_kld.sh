@@ -10,7 +10,10 @@
 set -euo pipefail
 root=${GAMMA_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}; G=$root/build/cli/gamma
 W=${WORK:-/tmp/gamma-qwen}; R=$root/results/iq_qwen/layer_kld; POOL=$W/pool-auto
-BASE=$W/search/search-Q2_K-823.json.teacher.kld  # the teacher's logits on those chunks (gamma search)
+# The teacher's logits on those chunks: gamma eval writes the file on first use; gamma search
+# wrote the same one (same text, ctx, chunks) for its fitness, reused when present.
+BASE=$W/kld-base-calib-4.bin
+[ -f $BASE ] || [ ! -f $W/search/search-Q2_K-823.json.teacher.kld ] || cp $W/search/search-Q2_K-823.json.teacher.kld $BASE
 mkdir -p $R
 LAYERS=${LAYERS:-"base $(seq 0 27)"}
 for l in $LAYERS; do
