@@ -110,9 +110,9 @@ const Choices<Forcing>& choices(Forcing) {
   static const Choices<Forcing> c{"--forcing", {{"layer", Forcing::kLayer}, {"sublayer", Forcing::kSublayer}}};
   return c;
 }
-const Choices<LayerLoss>& choices(LayerLoss) {
-  static const Choices<LayerLoss> c{"--layer-loss",
-                                    {{"mse", LayerLoss::kMse}, {"rel", LayerLoss::kRel}, {"clip", LayerLoss::kClip}}};
+const Choices<TokenWeights>& choices(TokenWeights) {
+  static const Choices<TokenWeights> c{
+      "--layer-loss", {{"mse", TokenWeights::kNone}, {"rel", TokenWeights::kRel}, {"clip", TokenWeights::kClip}}};
   return c;
 }
 const Choices<Init>& choices(Init) {
@@ -195,7 +195,7 @@ json hyperparameters(const LearnOptions& o, const std::string& cache_key, int n_
   if (o.forcing != Forcing::kLayer) h["forcing"] = choice_name(o.forcing);
   if (o.visit_steps > 1) h["visit_steps"] = o.visit_steps;
   if (o.forcing == Forcing::kSublayer) h["visit_seqs"] = o.visit_seqs;
-  if (o.layer_loss != LayerLoss::kMse) h["layer_loss"] = choice_name(o.layer_loss);
+  if (o.layer_loss != TokenWeights::kNone) h["layer_loss"] = choice_name(o.layer_loss);
   if (o.penalty == Penalty::kDnas) h["dnas"] = {{"beta", o.dnas_beta}, {"gamma", o.dnas_gamma}};
   if (o.measure_every > 0) h["measure_every"] = o.measure_every;
   h["mse_unit"] = "step-0 MSE";
@@ -224,7 +224,7 @@ Status validate(const LearnOptions& o) {
   if (o.visit_steps < 1) return Status::errorf("--visit-steps must be at least 1 (got {})", o.visit_steps);
   if (o.visit_seqs < 0 || (o.visit_seqs > 0 && o.visit_seqs % o.seqs != 0))
     return Status::errorf("--visit-seqs must be a multiple of --seqs {} (got {})", o.seqs, o.visit_seqs);
-  if (o.objective == Objective::kCe && o.layer_loss != LayerLoss::kMse)
+  if (o.objective == Objective::kCe && o.layer_loss != TokenWeights::kNone)
     return Status::error("--layer-loss weighs the layer loss: --objective ce has none");
   if (o.objective == Objective::kCe && (o.forcing != Forcing::kLayer || o.visit_steps > 1))
     return Status::error("--objective ce chains all layers: it takes neither --forcing sublayer nor --visit-steps");
@@ -360,9 +360,7 @@ Result<std::unique_ptr<StageOne>> StageOne::open(const LearnOptions& opt) {
       return Status::errorf("--visit-seqs {} exceeds the {} calibration sequences (raise --calib-tokens)", V, s->cache_->n_seq());
   }
   GAMMA_ASSIGN_OR_RETURN(s->stepper_, LayerStep::create(opt.teacher_path, s->cache_->seq_len(), opt.n_threads));
-  s->stepper_->set_token_weights(opt.layer_loss == LayerLoss::kRel    ? TokenWeights::kRel
-                                 : opt.layer_loss == LayerLoss::kClip ? TokenWeights::kClip
-                                                                      : TokenWeights::kNone);
+  s->stepper_->set_token_weights(opt.layer_loss);
   s->x_.resize(size_t(opt.seqs) * size_t(s->cache_->seq_len()) * size_t(s->stepper_->hparams().n_embd));
   s->y_.resize(s->x_.size());
   const size_t n = s->mods_.size();
@@ -469,11 +467,10 @@ Result<std::string> StageOne::warm_start(const std::string& plan_path, double we
   // p = softmax(pi / tau): pi_a = tau log(w / (1 - w) * sum_{b != a} exp(pi_b / tau)), then
   // every pi shifted so pi_0 = 0 (the sigmoid form of K = 2 moves pi_1 only).
   for (auto& m : mods_) {
+    if (m.K < 2) continue;  // one candidate: nothing to prefer
     const std::string& want = plan.modules.at(m.e->name);
-    size_t a = m.K;
-    for (size_t j = 0; j < m.K; ++j)
-      if (m.e->candidates[j].id == want) a = j;
-    if (m.K < 2) continue;
+    size_t a = 0;  // validate() made sure the plan's candidate is one of the module's
+    while (m.e->candidates[a].id != want) ++a;
     double mx = -INFINITY;
     for (size_t j = 0; j < m.K; ++j)
       if (j != a) mx = std::max(mx, m.pi[j] / opt_.tau);

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "decoder/activations.h"
+#include "learn/layer_step.h"
 #include "util/json.h"
 #include "util/status.h"
 
@@ -41,7 +42,6 @@ enum class Optimizer { kAdam, kSgd };
 enum class Estimator { kSoft, kSt };
 enum class Init { kTilt, kUniform };
 enum class Forcing { kLayer, kSublayer };
-enum class LayerLoss { kMse, kRel, kClip };
 
 // One table per enum: its flag and the name of each value (the first is the default).
 template <typename E>
@@ -55,7 +55,7 @@ const Choices<Optimizer>& choices(Optimizer);
 const Choices<Estimator>& choices(Estimator);
 const Choices<Init>& choices(Init);
 const Choices<Forcing>& choices(Forcing);
-const Choices<LayerLoss>& choices(LayerLoss);
+const Choices<TokenWeights>& choices(TokenWeights);  // --layer-loss
 
 template <typename E>
 const char* choice_name(E v) {
@@ -113,7 +113,7 @@ struct LearnOptions {
   // over the teacher's mean square at that token | clip: mse, but a token whose mean square is
   // above 10x the median token's weighs as one at that bound (LayerStep::set_token_weights), so
   // a token whose hidden state is thousands of times larger (Qwen's first) does not own the loss.
-  LayerLoss layer_loss = LayerLoss::kMse;
+  TokenWeights layer_loss = TokenWeights::kNone;
   // > 1: the layers drawn for a step stay for this many steps (a visit), their candidates
   // dequantized once; memory holds layers_per_step layers' candidates (and, with sublayer
   // forcing, their cached outputs for visit_seqs sequences).
