@@ -33,7 +33,7 @@ esac
 W=${WORK:-/tmp/gamma-$tag}; R=$root/results/iq_$tag
 mkdir -p $W/mixes $W/models $W/scores $R/plans $R/evals
 T=${THREADS:-2}; CH=${CHUNKS:-16}
-PHASES=${PHASES:-"teacher imatrix pool table mixes hawq learn sizes"}
+PHASES=${PHASES:-"teacher imatrix pool table mixes hawq learn layers sizes"}
 ALLOCS=${ALLOCS:-"static hawq gammad gamma"}
 ALL_TYPES=IQ2_XXS,IQ2_XS,IQ2_S,Q2_K,IQ3_XXS,IQ3_S,Q3_K,IQ4_XS,IQ4_NL,Q4_0,Q4_K,Q4_1,Q5_0,Q5_K,Q5_1,Q6_K,Q8_0
 MIXES=${MIXES:-$DEF_MIXES}
@@ -165,6 +165,18 @@ if has learn && [ ! -f $R/$GNAME.json ]; then
     --checkpoint-every 8 $INIT_ARGS ${GAMMA_LOSS:+--layer-loss $GAMMA_LOSS} -t $T -o $W/scores/$GNAME.json  # GAMMA_PROGRESS=1: a progress line every few seconds
   cp $W/scores/$GNAME.json $R/$GNAME.json
 fi
+# Layer scale (issue 19): each layer's measured KLD with its modules at LOW (gamma layers, on
+# calib-learn.txt 4 x 512, the pool-auto source types as reference), one file per LOW in
+# LAYER_LOWS (default Q2_K); allocator gammal-TAG-LOW solves Stage I's deltas (gamma-TAG.json)
+# rescaled to it (gamma solve --transform delta --layer-scale).
+if has layers; then
+  for low in ${LAYER_LOWS:-Q2_K}; do
+    [ -f $R/layers-$low.json ] && continue
+    log "gamma layers at $low"
+    $G layers $POOL_AUTO --teacher $TEACHER --calib $W/calib-learn.txt -c 512 --chunks 4 --low $low \
+      --kld-base $W/kld-base-calib-4.bin --tmp-dir /dev/shm -t $T -o $R/layers-$low.json
+  done
+fi
 # 3. Every allocator at each mix's file size (and at each of BPWS): one plan per tied-embedding type, the one with
 # the lowest validation KLD (both texts, summed) evaluated on the test texts.
 VCH=${VCHUNKS:-8}
@@ -203,6 +215,9 @@ if has sizes; then
         gammad) [ -f $R/gamma.json ] || continue; args="--scores $R/gamma.json"; pool=$POOL_AUTO ;;  # + a transform below
         gammad-*) [ -f $R/gamma-${a#gammad-}.json ] || continue; args="--scores $R/gamma-${a#gammad-}.json"; pool=$(tag_pool ${a#gammad-}) ;;
         *-cal) [ -f $R/$a.json ] || continue; args="--scores $R/$a.json"; pool=$POOL_ALL ;;  # experiments/layer_calibrate.py
+        gammal-*) tl=${a#gammal-}; tag=${tl%-*}; low=${tl##*-}  # gammal-TAG-LOW: gamma layers' scale
+          [ -f $R/gamma-$tag.json ] && [ -f $R/layers-$low.json ] || continue
+          args="--scores $R/gamma-$tag.json --transform delta --layer-scale $R/layers-$low.json"; pool=$(tag_pool $tag) ;;
         *) args="--scores $R/$a.json --transform size-log"; pool=$POOL_ALL ;;  # other scores learned on pool-all
       esac
       # Variants: every FIXED head; GAMMA's measured loss changes also raw (--transform delta,

@@ -52,7 +52,7 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
                            " --hawq-samples 1 --max-mixes 2";  // every scorer: the default
   auto r = gamma("run " + args);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* step : {"== dequantize", "== llama-imatrix", "== pool", "== hawq", "== learn", "== solve + emit",
+  for (const char* step : {"== dequantize", "== llama-imatrix", "== pool", "== hawq", "== learn", "== layers", "== solve + emit",
                            "== llama-quantize", "== eval", "verdict: "})
     EXPECT_NE(r.output.find(step), std::string::npos) << step << "\n" << r.output;
   auto j = read_json(d / "w/run.json", "gamma.run", 2);
@@ -78,8 +78,12 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
   }
   // The default head (Q8_0 here), one step cheaper (Q5_1) and two (Q4_1).
   EXPECT_EQ(head_steps, (std::set<int>{0, 1, 2}));
-  // GAMMA's measured loss changes, raw and fitted (--transform delta, delta-fit), are both tried.
-  EXPECT_EQ(scorers, (std::set<std::string>{"static", "hawq", "gamma", "gamma-fit"}));
+  // GAMMA's measured loss changes, raw, fitted (--transform delta, delta-fit) and rescaled to
+  // each layer's measured KLD (gamma layers, --layer-scale), are all tried.
+  EXPECT_EQ(scorers, (std::set<std::string>{"static", "hawq", "gamma", "gamma-fit", "gamma-cal"}));
+  auto layers = read_json(d / "w/layers.json", "gamma.layers", 1);
+  ASSERT_TRUE(layers.is_ok()) << layers.status().message();
+  EXPECT_EQ((*layers)["layers"].size(), 5u);  // stories260K's layers
   const auto& rows = (*j)["rows"];
   ASSERT_GE(rows.size(), 2u);
   EXPECT_EQ(rows[0]["file_bytes"].get<uint64_t>(), fs::file_size(rows[0]["path"].get<std::string>()));
@@ -104,7 +108,7 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
   // A second run does no work again: no teacher, imatrix, learning, quantizing or evaluation.
   auto again = gamma("run " + args);
   ASSERT_EQ(again.exit_code, 0) << again.output;
-  for (const char* step : {"== dequantize", "== llama-imatrix", "== hawq", "== learn", "== solve", "== llama-quantize", "== eval"})
+  for (const char* step : {"== dequantize", "== llama-imatrix", "== hawq", "== learn", "== layers", "== solve", "== llama-quantize", "== eval"})
     EXPECT_EQ(again.output.find(step), std::string::npos) << step << "\n" << again.output;
   EXPECT_NE(again.output.find("llama.cpp "), std::string::npos);
 }
@@ -190,7 +194,7 @@ TEST(RunPipeline, DryRunPrintsThePlanOfWorkAndWritesNothing) {
   auto r = gamma("run " + stories260k() + " --dry-run --size 1MB -w " + d / "w");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* s : {"gamma run --dry-run: ", "files gamma can make from the pool", "target: --size 1MB", "dequantize",
-                        "pool Q8_0", "hawq", "total (estimate"})
+                        "pool Q8_0", "hawq", "layers (6 files", "total (estimate"})
     EXPECT_NE(r.output.find(s), std::string::npos) << s << "\n" << r.output;
   EXPECT_FALSE(fs::exists(d / "w"));
 }

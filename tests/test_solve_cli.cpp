@@ -269,6 +269,66 @@ TEST_F(SolveCli, DeltaFitSolvesOnEachModulesMeasuredSlope) {
                "--transform delta-fit needs measured loss changes", tmp_ / "x.json");
 }
 
+TEST_F(SolveCli, LayerScaleRescalesEachLayerToItsMeasuredKld) {
+  // gamma layers' measurement (Q6_K reference, Q2_K low) rescales each layer's scores by
+  // c_l = (kld_l - base) / sum over l's modules of (score(Q6_K) - score(Q2_K)); within a layer the
+  // scores keep their ratios. Layer 3's scores see no loss there (the sum is <= 0): the pool's
+  // -rel_err x n_params splits its measured change instead. The reference is computed here.
+  json layers = json_header("gamma.layers", 1), reference = scores_json_;
+  layers["model_fingerprint"] = m_.model_fingerprint;
+  layers["base_kld"] = 0.01;
+  json rows = json::array();
+  for (int l = 0; l < m_.n_layer; ++l) rows.push_back({{"layer", l}, {"kld", 0.01 + 0.002 * (1 + (l * 7) % 11)}});
+  layers["layers"] = rows;
+  // Loss-like scores (higher is better, so higher bit widths score higher), each module its own
+  // sensitivity.
+  json scores = scores_json_;
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(0.2, 5.0);
+  for (const auto& e : m_.modules) {
+    const double sens = u(rng);
+    for (const auto& cand : e.candidates) scores["modules"][e.name]["score"][cand.id] = -sens * cand.rel_err;
+    layers["modules"][e.name] = {{"ref", "Q6_K"}, {"low", "Q2_K"}};
+    if (e.layer == 3) scores["modules"][e.name]["score"]["Q2_K"] = 1.0;  // above every p
+  }
+  for (int l = 0; l < m_.n_layer; ++l) {
+    double total = 0;
+    auto score = [&](const ModuleEntry& e, const std::string& id) {
+      return l == 3 ? -e.find(id)->rel_err * double(e.n_params) : scores["modules"][e.name]["score"][id].get<double>();
+    };
+    for (const auto& e : m_.modules)
+      if (e.layer == l) total += score(e, "Q6_K") - score(e, "Q2_K");
+    const double c = (rows[l]["kld"].get<double>() - 0.01) / total;
+    for (const auto& e : m_.modules)
+      if (e.layer == l)
+        for (const auto& cand : e.candidates) reference["modules"][e.name]["score"][cand.id] = c * score(e, cand.id);
+  }
+  const std::string fl = tmp_ / "layers.json", fs_ = tmp_ / "scores-l3.json", fr = tmp_ / "reference.json";
+  ASSERT_TRUE(write_json(fl, layers).is_ok() && write_json(fs_, scores).is_ok() && write_json(fr, reference).is_ok());
+  const auto scaled = plan_of("--scores " + fs_ + " --layer-scale " + fl, "scaled.json");
+  EXPECT_EQ(scaled, plan_of("--scores " + fr, "ref.json"));
+  EXPECT_NE(scaled, plan_of("--scores " + fs_, "plain.json"));  // the scale matters here
+  auto p = Plan::load(tmp_ / "scaled.json");
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->info["layer_scale"]["rel_err_split_layers"], json::array({3}));
+
+  // A measurement of another model, one that lacks a layer, and scores without the low
+  // candidate are refused in one line.
+  json other = layers;
+  other["model_fingerprint"] = std::string(64, 'a');
+  json partial = layers;
+  partial["layers"].erase(5);
+  json no_low = scores;
+  no_low["modules"]["blk.0.attn_q.weight"]["score"].erase("Q2_K");
+  const std::string fo = tmp_ / "other.json", fp = tmp_ / "partial.json", fn = tmp_ / "no-low.json";
+  ASSERT_TRUE(write_json(fo, other).is_ok() && write_json(fp, partial).is_ok() && write_json(fn, no_low).is_ok());
+  const std::string x = tmp_ / "x.json";
+  expect_fails(fmt::format("--scores {} --layer-scale {} --bpw 3.5 -o {}", scores_, fo, x), "measured another model", x);
+  expect_fails(fmt::format("--scores {} --layer-scale {} --bpw 3.5 -o {}", scores_, fp, x), "has no measurement for layer 5", x);
+  expect_fails(fmt::format("--scores {} --layer-scale {} --bpw 3.5 -o {}", fn, fl, x),
+               "gives module blk.0.attn_q.weight no score for Q2_K", x);
+}
+
 TEST_F(SolveCli, SizeBudgetCountsTheWholeFile) {
   for (const char* size : {"1.1GB", "1000MiB", "1234567890", "untied:1.3GB", "untied:1200MiB", "untied:1.05GB"}) {
     if (std::string(size).rfind("untied:", 0) == 0) {

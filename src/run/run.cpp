@@ -178,6 +178,13 @@ int learn_steps(const Env& e) {
   return 1 + (e.ms.n_layer + per - 1) / per * e.o.visit_steps;
 }
 double learn_estimate(const Env& e) { return 2.0 * run::learn_seconds(e.ms, learn_steps(e), e.o.layers_per_step, 1024); }
+// gamma layers: the source's file and one file per layer, each emitted and measured on
+// kLayerChunks chunks of the calibration text (Qwen-1.5B: 13 min on 2 cores).
+constexpr int kLayerChunks = 4;
+double layers_estimate(const Env& e) {
+  const double tok = double(kLayerChunks) * e.o.eval_ctx;
+  return (e.ms.n_layer + 1) * (run::emit_seconds(e.ms) + run::eval_seconds(e.ms, tok, true)) + run::teacher_seconds(e.ms, tok);
+}
 
 // GAMMA learns at `learn_bpw` (its scores are reused at every other budget).
 Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
@@ -206,6 +213,7 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
                                           std::to_string(learn_steps(e)), "--layers-per-step", std::to_string(e.o.layers_per_step),
                                           "--visit-steps", std::to_string(e.o.visit_steps), "--forcing", "sublayer",
                                           "--estimator", "st", "--measure-every", "2", "--lr", "0.05", "--tau-end", "0.05",
+                                          "--layer-loss", "clip",
                                           "--calib-tokens", std::to_string(e.o.calib_tokens), "--calib", e.calib, "-t", e.T, "-o", f};
           for (const auto& x : e.q()) cmd.push_back(x);
           GAMMA_RETURN_IF_ERROR(e.stage("learn at " + tag + " bpw -> " + f, learn_estimate(e), [&] { return run_step("learn", cmd); }));
@@ -217,6 +225,19 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
       // Q2_K size, the fitted ones at IQ3_M's: results/iq_qwen), so validation picks.
       out.push_back({s, {"--scores", f, "--transform", "delta"}});
       out.push_back({s + "-fit", {"--scores", f, "--transform", "delta-fit"}});
+      // And rescaled layer by layer to each layer's measured KLD (gamma layers): on Qwen the
+      // layer MSE misjudges the scale between layers, and so rescaled the deltas won every
+      // size from IQ2_M to 3.0 bpw on validation and test (results/iq_qwen/table.md).
+      const std::string lf = e.W + "/layers.json";
+      if (!file_exists(lf)) {
+        std::vector<std::string> cmd = {e.G, "layers", e.pool, "--teacher", e.teacher, "--calib", e.calib, "-c",
+                                        std::to_string(e.o.eval_ctx), "--chunks", std::to_string(kLayerChunks),
+                                        "--kld-base", fmt::format("{}/teacher-calib-c{}-n{}.kld", e.W, e.o.eval_ctx, kLayerChunks),
+                                        "-t", e.T, "-o", lf};
+        for (const auto& x : e.q()) cmd.push_back(x);
+        GAMMA_RETURN_IF_ERROR(e.stage("layers -> " + lf, layers_estimate(e), [&] { return run_step("layers", cmd); }));
+      }
+      out.push_back({s + "-cal", {"--scores", f, "--transform", "delta", "--layer-scale", lf}});
     }
   }
   return out;
@@ -551,8 +572,11 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range) {
                           run::hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens), 0);
     if (s == "gamma" && o.scores.empty())
       line(fmt::format("learn ({} steps)", learn_steps(e)), false, learn_estimate(e), 0);
+    if (s == "gamma")
+      line(fmt::format("layers ({} files, KLD each)", e.ms.n_layer + 1), file_exists(e.W + "/layers.json"), layers_estimate(e), 0);
   }
-  const int n_scorers = int(o.scorers.size() + std::count(o.scorers.begin(), o.scorers.end(), "gamma"));  // + gamma-fit
+  // + gamma-fit and gamma-cal
+  const int n_scorers = int(o.scorers.size() + 2 * std::count(o.scorers.begin(), o.scorers.end(), "gamma"));
   const int variants = n_scorers * (1 + kHeadSteps) * (o.max_kld > 0 ? 8 : 1);
   const double vtok = double(e.valid_chunks) * o.eval_ctx, rtok = double(o.eval_chunks) * o.eval_ctx;
   const uint64_t file = range.max / 2 + range.min / 2;

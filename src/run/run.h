@@ -32,9 +32,11 @@ struct RunOptions {
   double max_kld = 0;
   std::string work = "gamma-run";      // work directory
   std::vector<std::string> types;      // pool candidates; empty: gamma pool's default set (auto)
-  // Every scorer by default: validation picks. On Qwen GAMMA's measured loss changes win below
-  // ~2.9 bpw, HAWQ-V2 from 3.0 to 3.5 (results/iq_qwen/table.md); Stage I costs ~2 min on SmolLM2 and
-  // ~35-55 min on Qwen-1.5B (2 cores), cached in the work directory like HAWQ-V2's traces.
+  // Every scorer by default: validation picks. "gamma" tries Stage I's measured loss changes raw,
+  // fitted in rel_err, and rescaled to each layer's measured KLD (gamma layers; on Qwen the best
+  // allocator from IQ2_M to 3.0 bpw, tied with HAWQ-V2 from IQ3_XS up: results/iq_qwen/table.md).
+  // Stage I costs ~2 min on SmolLM2 and ~30 min on Qwen-1.5B, the layer measurement ~13 min
+  // there (2 cores), cached in the work directory like HAWQ-V2's traces.
   std::vector<std::string> scorers = {"static", "hawq", "gamma"};
   std::string calib;                   // calibration text of imatrix, hawq and learn; default prose + code (run.cpp)
   std::string imatrix = "auto";        // auto (llama-imatrix on the calibration text), none, or a file
@@ -42,7 +44,9 @@ struct RunOptions {
   std::string scores;                  // gamma scorer: reuse a SCORES.json instead of learning
   // gamma learn's recipe (measured on SmolLM2, results/measure_smollm2.json): hard samples,
   // sub-layer forcing, each layer visited for visit_steps steps, every 2nd step measuring each
-  // candidate's loss change, solved on it (--transform delta). steps 0: 1 + n_layer x
+  // candidate's loss change, solved on it (--transform delta); the layer loss clipped
+  // (--layer-loss clip: on Qwen one token holds ~98 % of the hidden states' energy, and plain
+  // MSE measures mostly that token). steps 0: 1 + n_layer x
   // visit_steps / layers_per_step (every layer visited once).
   int steps = 0, layers_per_step = 1, visit_steps = 16, calib_tokens = 8192;
   int hawq_samples = 4, hawq_calib_tokens = 4096;

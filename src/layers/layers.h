@@ -1,0 +1,41 @@
+// gamma layers: each layer's end-to-end sensitivity, measured. From the source's own types
+// (every linear module at its reference candidate, the source's type, and every other tensor
+// at the source's type: the teacher up to rounding), one file per layer with that layer's
+// modules at a low candidate (Q2_K by default), each scored by KLD against the teacher on
+// calibration text through libllama. The result (solve/layer_scale.h) rescales any scorer's
+// scores layer by layer: `gamma solve --layer-scale LAYERS.json`.
+//
+// Cost: n_layer + 1 emits and evaluations (Qwen2.5-Coder-1.5B, 4 x 512 tokens, 2 cores:
+// ~13 min). Resumable: OUT.partial.json holds the layers measured so far, written atomically
+// after each; a rerun with the same inputs continues.
+#pragma once
+#include <string>
+
+#include "solve/layer_scale.h"
+#include "util/status.h"
+
+namespace gm::layers {
+
+struct LayersOptions {
+  std::string pool;
+  std::string teacher;   // F32 teacher GGUF
+  std::string text;      // calibration text (never the report or validation text)
+  std::string kld_base;  // the teacher's log-probs on `text` (written on first use)
+  std::string out;
+  std::string tmp_dir;    // where each layer's file is written (default: OUT's directory)
+  std::string low = "auto";  // the type each layer is taken to; auto: Q2_K, else the cheapest every module has
+  int n_ctx = 512, chunks = 4;
+  int threads = 0;
+  bool quiet = false;
+};
+
+struct LayersResult {
+  solve::LayerSensitivity sensitivity;
+  int measured = 0;      // files evaluated by this call
+  int resumed_from = -1;  // layers already measured by an earlier call, -1 when none
+  double seconds = 0;
+};
+
+Result<LayersResult> measure_layers(const LayersOptions& o);
+
+}  // namespace gm::layers

@@ -1,0 +1,134 @@
+// gamma layers on stories260K, in seconds: each layer's recorded KLD is what gamma eval measures
+// for the file with that layer at the low type and everything else at the source's, a stopped
+// measurement resumes from its partial file, and bad input is one line that leaves nothing.
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include <gtest/gtest.h>
+
+#include "plan/plan.h"
+#include "pool/manifest.h"
+#include "solve/layer_scale.h"
+#include "testing.h"
+#include "util/files.h"
+#include "util/json.h"
+
+namespace fs = std::filesystem;
+using gm::testing::gamma;
+using gm::testing::TempDir;
+
+namespace {
+
+struct Fixture {
+  TempDir d;
+  std::string pool = d / "pool", text = gm::testing::shared_data("text/wiki.valid.tokens");
+  Fixture() {
+    auto r = gamma("pool " + gm::testing::stories260k() + " --types Q4_0,Q5_0,Q8_0 -q -o " + pool);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  }
+  std::string layers(const std::string& out, const std::string& extra = "", int ctx = 128, int chunks = 2) {
+    return fmt::format("layers {} --teacher {} --calib {} -c {} --chunks {} -t 2 -q {} -o {}", pool,
+                       gm::testing::stories260k(), text, ctx, chunks, extra, out);
+  }
+  // gamma eval's KLD of `plan`'s file on the same chunks.
+  double kld_of(const gm::Plan& plan, const std::string& stem) {
+    const std::string p = stem + ".plan.json", gguf = stem + ".gguf", ev = stem + ".eval.json";
+    EXPECT_TRUE(plan.save(p).is_ok());
+    auto r = gamma("emit " + pool + " " + p + " -o " + gguf);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    r = gamma(fmt::format("eval {} --teacher {} --text {} -c 128 --chunks 2 -t 2 -q -o {}", gguf, gm::testing::stories260k(),
+                          text, ev));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    auto j = gm::read_json(ev, "gamma.eval", 1);
+    return j.is_ok() ? (*j)["kld"]["mean"].get<double>() : -1;
+  }
+};
+
+}  // namespace
+
+TEST(Layers, EachLayersKldIsWhatEvalMeasuresForThatFile) {
+  Fixture f;
+  const std::string out = f.d / "layers.json";
+  auto r = gamma(f.layers(out));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto ls = gm::solve::LayerSensitivity::load(out);
+  auto m = gm::Manifest::load(f.pool);
+  ASSERT_TRUE(ls.is_ok() && m.is_ok()) << ls.status().message();
+  EXPECT_EQ(ls->kld.size(), size_t(m->n_layer));
+  // The stories pool has no Q2_K: auto takes the cheapest type every module with a choice has.
+  // A module with one candidate (F16 only) stays at it; the reference is the source's type, or
+  // (an F32 source) the closest candidate.
+  for (const auto& e : m->modules) {
+    EXPECT_EQ(ls->low.at(e.name), e.candidates.size() > 1 ? "Q4_0" : e.candidates[0].id) << e.name;
+    EXPECT_EQ(ls->ref.at(e.name), e.candidates.size() > 1 ? "Q8_0" : e.candidates[0].id) << e.name;
+  }
+  gm::Plan p;
+  p.model_fingerprint = m->model_fingerprint;
+  p.modules = ls->ref;
+  for (const auto& t : m->fixed) p.fixed[t.name] = t.source_type;
+  EXPECT_NEAR(ls->base_kld, f.kld_of(p, f.d / "base"), 1e-12);
+  for (const auto& e : m->modules)
+    if (e.layer == 2) p.modules[e.name] = ls->low.at(e.name);
+  EXPECT_NEAR(ls->kld.at(2), f.kld_of(p, f.d / "layer2"), 1e-12);
+  for (const auto& [l, k] : ls->kld) EXPECT_GT(k, ls->base_kld) << l;  // Q4_0 costs more than Q8_0 in every layer
+  for (const char* left : {".lock", ".partial.json", ".layer.gguf"}) EXPECT_FALSE(fs::exists(out + left)) << left;
+}
+
+TEST(Layers, AStoppedMeasurementResumesFromItsPartialFile) {
+  Fixture f;
+  const std::string a = f.d / "a.json", b = f.d / "b.json";
+  ASSERT_EQ(gamma(f.layers(a)).exit_code, 0);
+  auto la = gm::solve::LayerSensitivity::load(a);
+  ASSERT_TRUE(la.is_ok());
+  // What a measurement stopped after the base file and layer 0 leaves (layer 0's value marked).
+  gm::json part = gm::json_header("gamma.layers.partial", 1);
+  part["config"] = la->info["config"];
+  part["kld"] = {{"base", la->base_kld}, {"0", 123.0}};
+  part["seconds"] = 1.0;
+  ASSERT_TRUE(gm::write_json(b + ".partial.json", part).is_ok());
+  auto r = gamma(f.layers(b));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(fmt::format("{} files evaluated (resumed after 2)", la->kld.size() - 1)), std::string::npos)
+      << r.output;
+  auto lb = gm::solve::LayerSensitivity::load(b);
+  ASSERT_TRUE(lb.is_ok());
+  EXPECT_EQ(lb->kld.at(0), 123.0);  // taken from the partial file, not measured again
+  for (const auto& [l, k] : la->kld)
+    if (l > 0) EXPECT_NEAR(lb->kld.at(l), k, 1e-12) << l;
+  EXPECT_FALSE(fs::exists(b + ".partial.json"));
+
+  // A partial file of another measurement (here: of 3 chunks) is refused, not mixed in.
+  part["config"]["chunks"] = 3;
+  const std::string c = f.d / "c.json";
+  ASSERT_TRUE(gm::write_json(c + ".partial.json", part).is_ok());
+  r = gamma(f.layers(c));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("is from another measurement (chunks differs)"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(c));
+}
+
+TEST(Layers, BadInputFailsWithOneLineAndWritesNothing) {
+  Fixture f;
+  const std::string out = f.d / "x.json";
+  const std::pair<std::string, std::string> cases[] = {
+      {f.layers(out, "--low Q2_K"), "--low Q2_K: no module has such a candidate"},
+      {f.layers(out, "", 128, 0), "--chunks must be at least 1"},
+      {f.layers(out, "", 4), "--ctx must be at least 8"},
+      {fmt::format("layers {} --teacher {} --calib {} -o {}", f.pool, f.d / "none.gguf", f.text, out), "does not exist"},
+      {fmt::format("layers {} --teacher {} --calib {} -o {}", f.pool, gm::testing::stories260k(), f.d / "none.txt", out),
+       "none.txt"},
+      {fmt::format("layers {} --teacher {} --calib {} -o {}", f.d / "nopool", gm::testing::stories260k(), f.text, out),
+       "nopool"},
+  };
+  for (const auto& [args, expect] : cases) {
+    auto r = gamma(args);
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
+    EXPECT_EQ(r.output.rfind("gamma: error: ", 0), 0u) << args << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(expect), std::string::npos) << args << "\n" << r.output;
+    EXPECT_FALSE(fs::exists(out)) << args;
+    EXPECT_FALSE(fs::exists(out + ".partial.json")) << args;
+  }
+}
