@@ -227,9 +227,11 @@ if has sizes; then
       # grids' errors cost alike is a question validation answers, as for the head.
       vargs=(); vlabel=(); vspec=()
       for v in $FIXED; do
-        if [[ $a == gammad* ]]; then
-          vargs+=("$args --transform delta" "$args --transform delta-fit"); vlabel+=("${v%%:*}" "fit-${v%%:*}")
-          vspec+=("${v#*:}" "${v#*:}")
+        if [[ $a == gammad* ]]; then  # GAMMAD_TRANSFORMS="delta": the raw deltas only (one variant, no validation)
+          for tr in ${GAMMAD_TRANSFORMS:-delta delta-fit}; do
+            vargs+=("$args --transform $tr"); vspec+=("${v#*:}")
+            if [ $tr = delta ]; then vlabel+=("${v%%:*}"); else vlabel+=("fit-${v%%:*}"); fi
+          done
         else vargs+=("$args"); vlabel+=("${v%%:*}"); vspec+=("${v#*:}"); fi
         if [[ " ${K_ALLOCS:-} " == *" $a "* ]] && [[ ${v#*:} != *IQ* ]]; then
           vargs+=("$args --allow .*=Q2_K,Q3_K,Q4_K,Q5_K,Q6_K"); vlabel+=("k-${v%%:*}"); vspec+=("${v#*:}")

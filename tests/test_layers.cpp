@@ -34,15 +34,8 @@ struct Fixture {
   }
   // gamma eval's KLD of `plan`'s file on the same chunks.
   double kld_of(const gm::Plan& plan, const std::string& stem) {
-    const std::string p = stem + ".plan.json", gguf = stem + ".gguf", ev = stem + ".eval.json";
-    EXPECT_TRUE(plan.save(p).is_ok());
-    auto r = gamma("emit " + pool + " " + p + " -o " + gguf);
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    r = gamma(fmt::format("eval {} --teacher {} --text {} -c 128 --chunks 2 -t 2 -q -o {}", gguf, gm::testing::stories260k(),
-                          text, ev));
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    auto j = gm::read_json(ev, "gamma.eval", 1);
-    return j.is_ok() ? (*j)["kld"]["mean"].get<double>() : -1;
+    EXPECT_TRUE(plan.save(stem + ".json").is_ok());
+    return gm::testing::stories_plan_kld(pool, stem + ".json", text, 128, 2);
   }
 };
 

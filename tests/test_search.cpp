@@ -38,16 +38,7 @@ struct Fixture {
                        pool, gm::testing::stories260k(), size, init, text, small_chunks, offspring, generations, out);
   }
   // gamma eval's KLD of a plan's file on the search's chunks.
-  double kld_of(const std::string& plan) {
-    const std::string gguf = plan + ".gguf", ev = plan + ".eval.json";
-    auto r = gamma("emit " + pool + " " + plan + " -o " + gguf);
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    r = gamma(fmt::format("eval {} --teacher {} --text {} -c 128 --chunks 2 -t 2 -q -o {}", gguf,
-                          gm::testing::stories260k(), text, ev));
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    auto j = gm::read_json(ev, "gamma.eval", 1);
-    return j.is_ok() ? (*j)["kld"]["mean"].get<double>() : -1;
-  }
+  double kld_of(const std::string& plan) { return gm::testing::stories_plan_kld(pool, plan, text, 128, 2); }
 };
 
 }  // namespace

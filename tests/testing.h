@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/json.h"
+
 namespace gm::testing {
 
 inline std::string shared_data(const std::string& rel) { return std::string(GAMMA_SHARED_DATA) + "/" + rel; }
@@ -66,6 +68,20 @@ inline RunResult run(const std::string& cmd) {
   return r;
 }
 inline RunResult gamma(const std::string& args) { return run(gamma_cli() + " " + args); }
+
+// gamma eval's KLD against stories260K of the file `plan` (a plan JSON) makes from `pool`, on the
+// first `chunks` chunks of `ctx` tokens of `text`; the GGUF and the result lie beside the plan.
+inline double stories_plan_kld(const std::string& pool, const std::string& plan, const std::string& text, int ctx,
+                               int chunks) {
+  const std::string gguf = plan + ".gguf", ev = plan + ".eval.json";
+  auto r = gamma("emit " + pool + " " + plan + " -o " + gguf);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = gamma("eval " + gguf + " --teacher " + stories260k() + " --text " + text + " -c " + std::to_string(ctx) +
+            " --chunks " + std::to_string(chunks) + " -t 2 -q -o " + ev);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  auto j = gm::read_json(ev, "gamma.eval", 1);
+  return j.is_ok() ? (*j)["kld"]["mean"].get<double>() : -1;
+}
 
 // Runs a llama.cpp tool whose result we read from its log. The vendored llama.cpp leaks its
 // asynchronous logger on purpose (common/log.cpp, llama.cpp issue 22142), so on a loaded

@@ -8,8 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "emit/emit.h"
-#include "eval/eval.h"
+#include "eval/plan_kld.h"
 #include "plan/plan.h"
 #include "pool/manifest.h"
 #include "util/files.h"
@@ -76,15 +75,7 @@ Result<LayersResult> measure_layers(const LayersOptions& o) {
   GAMMA_ASSIGN_OR_RETURN(Manifest m, Manifest::load(o.pool));
   if (m.modules.empty()) return Status::errorf("{}: the pool has no linear modules", o.pool);
   GAMMA_ASSIGN_OR_RETURN(std::string low, low_type(m, o.low));
-  GAMMA_ASSIGN_OR_RETURN(auto lock, FileLock::try_acquire(o.out + ".lock"));
-  if (!lock) return Status::errorf("another gamma layers is writing {}", o.out);
-  struct Unlink {  // the lock file goes when this call ends, however it ends
-    std::string path;
-    ~Unlink() {
-      std::error_code ec;
-      fs::remove(path, ec);
-    }
-  } unlink_lock{o.out + ".lock"};
+  GAMMA_ASSIGN_OR_RETURN(OutputLock lock, OutputLock::take(o.out, "gamma layers"));
   const auto t0 = std::chrono::steady_clock::now();
 
   solve::LayerSensitivity ls;
@@ -127,23 +118,8 @@ Result<LayersResult> measure_layers(const LayersOptions& o) {
   const std::string gguf = (fs::path(dir.empty() ? "." : dir) / (fs::path(o.out).filename().string() + ".layer.gguf")).string();
   auto measure = [&](const std::string& key, const Plan& p) -> Status {
     if (done.count(key)) return Status::ok();
-    GAMMA_ASSIGN_OR_RETURN(EmitResult er, emit(o.pool, p, gguf, o.threads));
-    eval::EvalRequest q;
-    q.model = gguf;
-    q.teacher = o.teacher;
-    q.kld_base = o.kld_base;
-    q.text = o.text;
-    q.n_ctx = o.n_ctx;
-    q.n_chunks = o.chunks;
-    q.n_threads = o.threads;
-    q.progress = false;
-    auto res = eval::run_eval(q);
-    std::error_code ec;
-    fs::remove(gguf, ec);
-    fs::remove(er.tensor_types_path, ec);
-    if (!res.is_ok()) return res.status();
-    if (!res->kld || !res->kld->mean) return Status::errorf("the evaluation of {} gave no KLD", key);
-    done[key] = *res->kld->mean;
+    GAMMA_ASSIGN_OR_RETURN(done[key], eval::plan_kld({o.pool, gguf, o.teacher, o.kld_base, o.text, o.n_ctx, o.chunks,
+                                                      o.threads}, p));
     ++r.measured;
     json s = json_header(kPartialSchema, kPartialVersion);
     s["config"] = config, s["kld"] = done, s["seconds"] = spent();

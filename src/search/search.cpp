@@ -8,8 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "emit/emit.h"
-#include "eval/eval.h"
+#include "eval/plan_kld.h"
 #include "pool/manifest.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -57,24 +56,10 @@ Result<Assignment> to_assignment(const Manifest& m, const std::map<std::string, 
 
 // KLD vs the teacher of the plan's file on the first `chunks` chunks of the calibration text.
 Result<double> fitness(Ctx& c, const Plan& p, int chunks) {
-  GAMMA_ASSIGN_OR_RETURN(EmitResult er, emit(c.o.pool, p, c.child_gguf, c.o.threads));
-  eval::EvalRequest r;
-  r.model = c.child_gguf;
-  r.teacher = c.o.teacher;
-  r.kld_base = c.o.kld_base;
-  r.text = c.o.text;
-  r.n_ctx = c.o.n_ctx;
-  r.n_chunks = chunks;
-  r.n_threads = c.o.threads;
-  r.progress = false;
-  auto res = eval::run_eval(r);
-  std::error_code ec;
-  fs::remove(c.child_gguf, ec);
-  fs::remove(er.tensor_types_path, ec);
-  if (!res.is_ok()) return res.status();
+  GAMMA_ASSIGN_OR_RETURN(double k, eval::plan_kld({c.o.pool, c.child_gguf, c.o.teacher, c.o.kld_base, c.o.text, c.o.n_ctx,
+                                                   chunks, c.o.threads}, p));
   ++c.evaluations;
-  if (!res->kld || !res->kld->mean) return Status::error("the evaluation of a child gave no KLD");
-  return *res->kld->mean;
+  return k;
 }
 
 // A level switch: raise 1..max_switches random modules one candidate, then lower random other
@@ -134,15 +119,7 @@ Status check_options(const SearchOptions& o) {
 Result<SearchResult> run_search(const SearchOptions& o) {
   GAMMA_RETURN_IF_ERROR(check_options(o));
   GAMMA_ASSIGN_OR_RETURN(Manifest m, Manifest::load(o.pool));
-  GAMMA_ASSIGN_OR_RETURN(auto lock, FileLock::try_acquire(o.out + ".lock"));
-  if (!lock) return Status::errorf("another gamma search is writing {}", o.out);
-  struct Unlink {  // the lock file goes when this search ends, however it ends
-    std::string path;
-    ~Unlink() {
-      std::error_code ec;
-      fs::remove(path, ec);
-    }
-  } unlink_lock{o.out + ".lock"};
+  GAMMA_ASSIGN_OR_RETURN(OutputLock lock, OutputLock::take(o.out, "gamma search"));
   const auto t0 = std::chrono::steady_clock::now();
   const std::string dir = o.tmp_dir.empty() ? fs::path(o.out).parent_path().string() : o.tmp_dir;
   Ctx c{o, m, (fs::path(dir.empty() ? "." : dir) / (fs::path(o.out).filename().string() + ".child.gguf")).string()};

@@ -167,6 +167,19 @@ FileLock::~FileLock() {
   if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the flock
 }
 
+Result<OutputLock> OutputLock::take(const std::string& out, const std::string& who) {
+  const std::string path = out + ".lock";
+  GAMMA_ASSIGN_OR_RETURN(std::optional<FileLock> l, FileLock::try_acquire(path));
+  if (!l) return Status::errorf("another {} is writing {}", who, out);
+  return OutputLock(std::move(*l), path);
+}
+
+OutputLock::~OutputLock() {
+  if (path_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove(path_, ec);  // before the flock is released (lock_ is destroyed after this)
+}
+
 static std::string to_hex(const unsigned char* d, unsigned n) {
   static const char* hex = "0123456789abcdef";
   std::string s(2 * n, '0');

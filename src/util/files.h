@@ -51,6 +51,22 @@ class FileLock {
   int fd_ = -1;
 };
 
+// The lock of a long job's output (OUT.lock, taken without waiting): a second job writing the
+// same output is refused with "another WHO is writing OUT". The lock file goes when this
+// object does, however the job ends.
+class OutputLock {
+ public:
+  static Result<OutputLock> take(const std::string& out, const std::string& who);
+  OutputLock(OutputLock&& o) noexcept : lock_(std::move(o.lock_)), path_(std::move(o.path_)) { o.path_.clear(); }
+  OutputLock& operator=(OutputLock&&) = delete;
+  ~OutputLock();
+
+ private:
+  OutputLock(FileLock l, std::string path) : lock_(std::move(l)), path_(std::move(path)) {}
+  FileLock lock_;
+  std::string path_;
+};
+
 // Hex SHA-256 of a whole file (OpenSSL), streamed.
 Result<std::string> sha256_file(const std::string& path);
 std::string sha256_hex(const void* data, size_t n);
