@@ -167,8 +167,8 @@ if has learn && [ ! -f $R/$GNAME.json ]; then
 fi
 # Layer scale (issue 19): each layer's measured KLD with its modules at LOW (gamma layers, on
 # calib-learn.txt 4 x 512, the pool-auto source types as reference), one file per LOW in
-# LAYER_LOWS (default Q2_K); allocator gammal-TAG-LOW solves Stage I's deltas (gamma-TAG.json)
-# rescaled to it (gamma solve --transform delta --layer-scale).
+# LAYER_LOWS (default Q2_K); allocator gammal-TAG-LOW solves Stage I's deltas (gamma-TAG.json),
+# raw or fitted (--transform delta / delta-fit, as gammad), rescaled to it (--layer-scale).
 if has layers; then
   for low in ${LAYER_LOWS:-Q2_K}; do
     [ -f $R/layers-$low.json ] && continue
@@ -217,7 +217,7 @@ if has sizes; then
         *-cal) [ -f $R/$a.json ] || continue; args="--scores $R/$a.json"; pool=$POOL_ALL ;;  # experiments/layer_calibrate.py
         gammal-*) tl=${a#gammal-}; tag=${tl%-*}; low=${tl##*-}  # gammal-TAG-LOW: gamma layers' scale
           [ -f $R/gamma-$tag.json ] && [ -f $R/layers-$low.json ] || continue
-          args="--scores $R/gamma-$tag.json --transform delta --layer-scale $R/layers-$low.json"; pool=$(tag_pool $tag) ;;
+          args="--scores $R/gamma-$tag.json --layer-scale $R/layers-$low.json"; pool=$(tag_pool $tag) ;;  # + a transform below
         *) args="--scores $R/$a.json --transform size-log"; pool=$POOL_ALL ;;  # other scores learned on pool-all
       esac
       # Variants: every FIXED head; GAMMA's measured loss changes also raw (--transform delta,
@@ -227,7 +227,7 @@ if has sizes; then
       # grids' errors cost alike is a question validation answers, as for the head.
       vargs=(); vlabel=(); vspec=()
       for v in $FIXED; do
-        if [[ $a == gammad* ]]; then  # GAMMAD_TRANSFORMS="delta": the raw deltas only (one variant, no validation)
+        if [[ $a == gammad* || $a == gammal* ]]; then  # GAMMAD_TRANSFORMS="delta": the raw deltas only (one variant)
           for tr in ${GAMMAD_TRANSFORMS:-delta delta-fit}; do
             vargs+=("$args --transform $tr"); vspec+=("${v#*:}")
             if [ $tr = delta ]; then vlabel+=("${v%%:*}"); else vlabel+=("fit-${v%%:*}"); fi

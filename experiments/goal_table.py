@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Issue 19's goal, size by size: GAMMA (the variant with the lowest validation KLD among every
+GAMMA variant measured on validation at that size, named) against HAWQ-V2, the static proxy and
+llama.cpp's mix, KLD vs the teacher on both test texts, from results/iq_qwen/ (iq_sweep.sh).
+
+A family's variant is an allocator's choice at that size (plans/ALLOC-size-SIZE.choice: its head
+and transform, chosen on validation); among a family's allocators the one with the lowest
+validation sum (wiki.valid + held-back python, evals/*.wv/pv.json) is the family's file. An
+allocator without validation evals at a size is only taken when it is the family's only one.
+"Below" means below on both test texts; "tie" means within one standard error (the larger of the
+two) on a text where it is not below.
+
+  goal_table.py results/iq_qwen [-o results/iq_qwen/goal_table.md]
+"""
+import argparse
+import glob
+import json
+import os
+
+from table_out import emit_table
+
+# GAMMA's variants over the full pool: Stage I runs (gammad*, not the binary / ternary candidate
+# sets), their layer-calibrated scores (experiments/layer_calibrate.py: *-cal) and the native
+# layer scale (gammal-TAG-LOW: gamma solve --layer-scale).
+FAMILIES = {
+    "GAMMA": lambda a: (a.startswith("gammad") and a not in ("gammad-bin", "gammad-ter")) or a.startswith("gammal-")
+    or (a.startswith("gamma-") and a.endswith("-cal")),
+    "HAWQ-V2": lambda a: a == "hawq",
+    "static": lambda a: a == "static",
+}
+SIZES = ["IQ2_M", "bpw2.75", "Q2_K", "IQ3_XXS", "bpw3.0", "bpw3.25", "IQ3_XS", "bpw3.5", "Q3_K_S", "IQ3_S", "IQ3_M",
+         "Q3_K_M"]
+
+
+def ev(d, name, t):
+    p = os.path.join(d, "evals", f"{name}.{t}.json")
+    if not os.path.exists(p):
+        return None
+    j = json.load(open(p))
+    return j["kld"]["mean"], j["kld"]["stderr"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("-o", "--out")
+    a = ap.parse_args()
+    d = a.dir
+    lines = ["| size | GAMMA (variant chosen on validation) | HAWQ-V2 | static proxy | llama.cpp mix | GAMMA below all on both texts? |",
+             "|---|---|---|---|---|---|"]
+    rows = []
+    for size in SIZES:
+        choices = {}
+        for c in glob.glob(os.path.join(d, "plans", f"*-size-{size}.choice")):
+            alloc = os.path.basename(c)[: -len(f"-size-{size}.choice")]
+            choices[alloc] = open(c).read().strip()
+        row = {"size": size}
+        for fam, member in FAMILIES.items():
+            cands = []
+            for alloc, n in choices.items():
+                if not member(alloc) or ev(d, n, "wiki") is None or ev(d, n, "py") is None:
+                    continue
+                wv, pv = ev(d, n, "wv"), ev(d, n, "pv")
+                cands.append((None if wv is None or pv is None else wv[0] + pv[0], alloc, n))
+            with_val = [x for x in cands if x[0] is not None]
+            pick = min(with_val) if with_val else (cands[0] if len(cands) == 1 else None)
+            if pick:
+                row[fam] = {"allocator": pick[1], "variant": pick[2], "valid_sum": pick[0],
+                            "wiki": ev(d, pick[2], "wiki"), "py": ev(d, pick[2], "py"), "candidates": len(cands)}
+        if not size.startswith("bpw"):
+            row["mix"] = {"variant": f"llama-{size}", "wiki": ev(d, f"llama-{size}", "wiki"), "py": ev(d, f"llama-{size}", "py")}
+        if "GAMMA" not in row:
+            continue
+        g = row["GAMMA"]
+        verdict = []
+        for other in ("HAWQ-V2", "static", "mix"):
+            if other not in row or row[other]["wiki"] is None:
+                continue
+            for t in ("wiki", "py"):
+                gk, ok = g[t], row[other][t]
+                if gk[0] < ok[0]:
+                    continue
+                verdict.append(f"{'tie' if gk[0] - ok[0] <= max(gk[1], ok[1]) else 'above'} {other} on {t}")
+        row["verdict"] = verdict
+        rows.append(row)
+
+        def cell(fam):
+            if fam not in row or row[fam]["wiki"] is None:
+                return "–"
+            r = row[fam]
+            s = f"{r['wiki'][0]:.4f} / {r['py'][0]:.4f}"
+            return s + (f" ({r['variant']})" if fam == "GAMMA" else "")
+        lines.append(f"| {size.replace('bpw', '') + (' bpw' if size.startswith('bpw') else '')} | {cell('GAMMA')} | "
+                     f"{cell('HAWQ-V2')} | {cell('static')} | {cell('mix')} | "
+                     f"{'yes' if not verdict else '; '.join(verdict)} |")
+    lines += ["", "(wiki.test.raw / python-eval.txt, 16 × 512 each, KLD vs the F32 teacher; errors in the eval JSONs.)"]
+    emit_table(lines, {"schema": "gamma.goal_table", "version": 1, "rows": rows}, a.out)
+
+
+if __name__ == "__main__":
+    main()
