@@ -179,7 +179,7 @@ int learn_steps(const Env& e) {
 }
 double learn_estimate(const Env& e) { return 2.0 * run::learn_seconds(e.ms, learn_steps(e), e.o.layers_per_step, 1024); }
 // gamma layers: the source's file and one file per layer, each emitted and measured on
-// kLayerChunks chunks of the calibration text (Qwen-1.5B: 13 min on 2 cores).
+// kLayerChunks chunks of the calibration text (Qwen-1.5B: 443 s on 2 cores).
 constexpr int kLayerChunks = 4;
 double layers_estimate(const Env& e) {
   const double tok = double(kLayerChunks) * e.o.eval_ctx;
@@ -227,7 +227,7 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
       out.push_back({s + "-fit", {"--scores", f, "--transform", "delta-fit"}});
       // And rescaled layer by layer to each layer's measured KLD (gamma layers): on Qwen the
       // layer MSE misjudges the scale between layers, and so rescaled the deltas won every
-      // size from IQ2_M to 3.0 bpw on validation and test (results/iq_qwen/table.md).
+      // size from IQ2_M to 3.25 bpw on validation and test (results/iq_qwen/goal_table.md).
       const std::string lf = e.W + "/layers.json";
       if (!file_exists(lf)) {
         std::vector<std::string> cmd = {e.G, "layers", e.pool, "--teacher", e.teacher, "--calib", e.calib, "-c",
