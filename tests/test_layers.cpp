@@ -100,6 +100,16 @@ TEST(Layers, AStoppedMeasurementResumesFromItsPartialFile) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("is from another measurement (chunks differs)"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(c));
+
+  // A torn or edited partial file is refused in one line, not read as numbers.
+  part["config"]["chunks"] = 2;
+  part["kld"]["0"] = "x";
+  ASSERT_TRUE(gm::write_json(c + ".partial.json", part).is_ok());
+  r = gamma(f.layers(c));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("kld[0] is not a finite number"), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_FALSE(fs::exists(c));
 }
 
 TEST(Layers, BadInputFailsWithOneLineAndWritesNothing) {

@@ -1,6 +1,7 @@
 #include "layers/layers.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -106,8 +107,12 @@ Result<LayersResult> measure_layers(const LayersOptions& o) {
       if (!s.contains("config") || !s["config"].contains(k) || s["config"][k] != v)
         return Status::errorf("{} is from another measurement ({} differs); remove it or choose another -o", partial, k);
     if (!s.contains("kld") || !s["kld"].is_object()) return Status::errorf(Status::Code::kCorrupt, "{}: no \"kld\" object", partial);
-    done = s["kld"].get<std::map<std::string, double>>();
-    spent_before = s.value("seconds", 0.0);
+    for (const auto& [k, v] : s["kld"].items()) {
+      if (!v.is_number() || !std::isfinite(v.get<double>()))
+        return Status::errorf(Status::Code::kCorrupt, "{}: kld[{}] is not a finite number; remove the file", partial, k);
+      done[k] = v.get<double>();
+    }
+    if (s.contains("seconds") && s["seconds"].is_number()) spent_before = s["seconds"].get<double>();
     r.resumed_from = int(done.size());
   }
   auto spent = [&] {
