@@ -1,5 +1,8 @@
 // gamma layers: each layer's measured sensitivity (src/layers), for gamma solve --layer-scale.
+#include <set>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/command.h"
 #include "layers/layers.h"
@@ -16,7 +19,7 @@ void add_layers(CLI::App& app) {
   c->add_option("--teacher", o->teacher, "the F32 teacher GGUF")->required();
   c->add_option("--calib", o->text, "calibration text the KLD is measured on (never the report or validation text)")->required();
   c->add_option("--kld-base", o->kld_base, "the teacher's log-probs on --calib (default OUT.teacher.kld; written once)");
-  c->add_option("--low", o->low, "the candidate each layer is taken to (auto: Q2_K, else the cheapest type every module has)")
+  c->add_option("--low", o->low, "the candidate each layer is taken to (auto: Q2_K where a module has it, else the module's cheapest; a module without it stays at the source's type)")
       ->capture_default_str();
   c->add_option("-c,--ctx", o->n_ctx, "tokens per chunk")->capture_default_str();
   c->add_option("--chunks", o->chunks, "chunks of --calib per file")->capture_default_str();
@@ -30,8 +33,11 @@ void add_layers(CLI::App& app) {
     const auto& s = r.sensitivity;
     double lo = 1e300, hi = -1e300;
     for (const auto& [l, k] : s.kld) lo = std::min(lo, k - s.base_kld), hi = std::max(hi, k - s.base_kld);
+    std::set<std::string> lows;
+    for (const auto& [name, id] : s.low)
+      if (id != s.ref.at(name)) lows.insert(id);
     fmt::print("{}: {} layers at {} (base KLD {:.6f}; each layer adds {:.6f} to {:.6f}); {} files evaluated{} in {:.0f} s\n",
-               o->out, s.kld.size(), s.low.begin()->second, s.base_kld, lo, hi, r.measured,
+               o->out, s.kld.size(), fmt::join(lows, "/"), s.base_kld, lo, hi, r.measured,
                r.resumed_from >= 0 ? fmt::format(" (resumed after {})", r.resumed_from) : "", r.seconds);
   });
 }

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "layers/layers.h"
 #include "plan/plan.h"
 #include "pool/manifest.h"
 #include "solve/layer_scale.h"
@@ -116,7 +117,8 @@ TEST(Layers, BadInputFailsWithOneLineAndWritesNothing) {
   Fixture f;
   const std::string out = f.d / "x.json";
   const std::pair<std::string, std::string> cases[] = {
-      {f.layers(out, "--low Q2_K"), "--low Q2_K: no module has such a candidate"},
+      {f.layers(out, "--low Q2_K"), "--low Q2_K: no module of layer 0 has a candidate below its reference"},
+      {f.layers(out, "--low Q8_0"), "--low Q8_0: no module of layer 0 has a candidate below its reference"},
       {f.layers(out, "", 128, 0), "--chunks must be at least 1"},
       {f.layers(out, "", 4), "--ctx must be at least 8"},
       {fmt::format("layers {} --teacher {} --calib {} -o {}", f.pool, f.d / "none.gguf", f.text, out), "does not exist"},
@@ -134,4 +136,39 @@ TEST(Layers, BadInputFailsWithOneLineAndWritesNothing) {
     EXPECT_FALSE(fs::exists(out)) << args;
     EXPECT_FALSE(fs::exists(out + ".partial.json")) << args;
   }
+}
+
+// The candidates a layer is measured between, on a pool shaped like SmolLM2's Q4_1 source: the
+// 1536-wide ffn_down takes every type, the 576-wide modules only 32-wide ones (no Q2_K), and a
+// tensor whose rows fit no block has one candidate. auto takes Q2_K where a module has it and
+// the module's cheapest candidate elsewhere (taking every module to the cheapest type they all
+// share, Q4_1, would have measured nothing: the source's own type).
+TEST(Layers, AutoTakesQ2KWhereAModuleHasItElseItsCheapest) {
+  gm::Manifest m;
+  auto module = [&](const std::string& name, int layer, std::vector<std::pair<std::string, double>> cands) {
+    gm::ModuleEntry e;
+    e.name = name, e.layer = layer, e.source_type = "Q4_1", e.n_params = 1000;
+    uint64_t bytes = 100;
+    for (const auto& [id, err] : cands) {
+      gm::Candidate c;
+      c.id = c.type = id, c.rel_err = err, c.bytes = c.file_bytes = bytes += 100;  // listed cheapest first
+      e.candidates.push_back(c);
+    }
+    m.modules.push_back(e);
+  };
+  module("blk.0.ffn_down.weight", 0, {{"IQ2_XXS", 0.09}, {"Q2_K", 0.05}, {"IQ4_XS", 0.004}, {"Q4_1", 0}, {"Q8_0", 3e-5}});
+  module("blk.0.attn_q.weight", 0, {{"IQ4_NL", 0.001}, {"Q4_1", 0}, {"Q8_0", 1e-5}});
+  module("blk.0.odd.weight", 0, {{"F16", 0}});
+  std::map<std::string, std::string> ref, low;
+  ASSERT_TRUE(gm::layers::pick_candidates(m, "auto", &ref, &low).is_ok());
+  EXPECT_EQ(low, (std::map<std::string, std::string>{
+                     {"blk.0.ffn_down.weight", "Q2_K"}, {"blk.0.attn_q.weight", "IQ4_NL"}, {"blk.0.odd.weight", "F16"}}));
+  EXPECT_EQ(ref.at("blk.0.ffn_down.weight"), "Q4_1");
+  EXPECT_EQ(ref.at("blk.0.odd.weight"), "F16");  // not the source's type: the closest candidate
+  ref.clear(), low.clear();
+  ASSERT_TRUE(gm::layers::pick_candidates(m, "IQ4_NL", &ref, &low).is_ok());
+  EXPECT_EQ(low.at("blk.0.ffn_down.weight"), "Q4_1");  // lacks IQ4_NL: stays at its reference
+  EXPECT_EQ(low.at("blk.0.attn_q.weight"), "IQ4_NL");
+  ref.clear(), low.clear();
+  EXPECT_FALSE(gm::layers::pick_candidates(m, "Q8_0", &ref, &low).is_ok());  // above every reference
 }

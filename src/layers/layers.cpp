@@ -30,63 +30,49 @@ Status check_options(const LayersOptions& o) {
   return check_writable_dir(o.out);
 }
 
-// The reference candidate: the source's own type (an exact copy of the source's data), else
-// the candidate closest to the source.
-std::string reference(const ModuleEntry& e) {
-  if (e.find(e.source_type)) return e.source_type;
-  const Candidate* best = &e.candidates.front();
-  for (const auto& c : e.candidates)
-    if (c.rel_err < best->rel_err) best = &c;
-  return best->id;
-}
-
-// The low candidate id the layers are taken to. A module that lacks it (one with a single
-// candidate, e.g. a tensor whose rows fit no block) stays at its reference.
-Result<std::string> low_type(const Manifest& m, const std::string& low) {
-  auto everyone_has = [&](const std::string& id) {  // every module that has a choice
-    for (const auto& e : m.modules)
-      if (e.candidates.size() > 1 && !e.find(id)) return false;
-    return true;
-  };
-  if (low != "auto") {
-    for (const auto& e : m.modules)
-      if (e.find(low)) return low;
-    return Status::errorf("--low {}: no module has such a candidate in the pool (its types: {})", low, fmt::join(m.types, ","));
-  }
-  // Q2_K: a whole layer there costs Qwen-1.5B 0.008-0.04 KLD, clear of the noise of 4 x 512
-  // tokens and inside the range the small budgets choose from.
-  if (everyone_has("Q2_K")) return std::string("Q2_K");
-  std::string best;
-  double best_bpw = 0;
-  for (const auto& id : m.types) {
-    if (!everyone_has(id)) continue;
-    double bpw = 0, n = 0;
-    for (const auto& e : m.modules)
-      if (const Candidate* c = e.find(id)) bpw += c->bpw, n += 1;
-    if (n > 0 && (best.empty() || bpw / n < best_bpw)) best = id, best_bpw = bpw / n;
-  }
-  if (best.empty()) return Status::error("no candidate type is in every module of the pool; give --low TYPE");
-  return best;
-}
-
 }  // namespace
+
+// The reference candidate: the source's own type (an exact copy of the source's data), else the
+// candidate closest to the source. The low one: `low` where the module has it; for "auto" Q2_K
+// (a whole Qwen-1.5B layer there costs 0.008-0.04 KLD, clear of the noise of 4 x 512 tokens and
+// inside the range the small budgets choose from), else the module's cheapest candidate (e.g.
+// SmolLM2's 576-wide modules, which fit only 32-wide types). A module without it stays at its
+// reference; every layer needs one module that goes below it.
+Status pick_candidates(const Manifest& m, const std::string& low, std::map<std::string, std::string>* ref,
+                       std::map<std::string, std::string>* low_of) {
+  std::map<int, int> below;  // layer -> modules taken below their reference
+  for (const auto& e : m.modules) {
+    const Candidate* r = e.find(e.source_type);
+    if (!r) {
+      r = &e.candidates.front();
+      for (const auto& c : e.candidates)
+        if (c.rel_err < r->rel_err) r = &c;
+    }
+    const Candidate* l = low == "auto" ? (e.find("Q2_K") ? e.find("Q2_K") : &e.candidates.front()) : e.find(low);
+    if (!l || l->bytes >= r->bytes) l = r;
+    (*ref)[e.name] = r->id;
+    (*low_of)[e.name] = l->id;
+    below[e.layer] += l != r;
+  }
+  for (const auto& [layer, n] : below)
+    if (n == 0)
+      return Status::errorf("--low {}: no module of layer {} has a candidate below its reference (the pool's types: {})", low,
+                            layer, fmt::join(m.types, ","));
+  return Status::ok();
+}
 
 Result<LayersResult> measure_layers(const LayersOptions& o) {
   GAMMA_RETURN_IF_ERROR(check_options(o));
   GAMMA_ASSIGN_OR_RETURN(Manifest m, Manifest::load(o.pool));
   if (m.modules.empty()) return Status::errorf("{}: the pool has no linear modules", o.pool);
-  GAMMA_ASSIGN_OR_RETURN(std::string low, low_type(m, o.low));
   GAMMA_ASSIGN_OR_RETURN(OutputLock lock, OutputLock::take(o.out, "gamma layers"));
   const auto t0 = std::chrono::steady_clock::now();
 
   solve::LayerSensitivity ls;
   ls.model_fingerprint = m.model_fingerprint;
+  GAMMA_RETURN_IF_ERROR(pick_candidates(m, o.low, &ls.ref, &ls.low));
   std::set<int> layers;
-  for (const auto& e : m.modules) {
-    ls.ref[e.name] = reference(e);
-    ls.low[e.name] = e.find(low) ? low : ls.ref[e.name];
-    layers.insert(e.layer);
-  }
+  for (const auto& e : m.modules) layers.insert(e.layer);
   Plan base;
   base.model_fingerprint = m.model_fingerprint;
   base.method = "layers";
@@ -96,7 +82,7 @@ Result<LayersResult> measure_layers(const LayersOptions& o) {
 
   GAMMA_ASSIGN_OR_RETURN(std::string manifest_sha, sha256_file(o.pool + "/manifest.json"));
   const json config = {{"manifest_sha256", manifest_sha}, {"teacher", fs::absolute(o.teacher).string()},
-                       {"text", fs::absolute(o.text).string()}, {"ctx", o.n_ctx}, {"chunks", o.chunks}, {"low", low}};
+                       {"text", fs::absolute(o.text).string()}, {"ctx", o.n_ctx}, {"chunks", o.chunks}, {"low", o.low}};
   const std::string partial = o.out + ".partial.json";
   std::map<std::string, double> done;  // "base" or the layer number -> KLD
   double spent_before = 0;

@@ -9,7 +9,10 @@
 // ~13 min). Resumable: OUT.partial.json holds the layers measured so far, written atomically
 // after each; a rerun with the same inputs continues.
 #pragma once
+#include <map>
 #include <string>
+
+#include "pool/manifest.h"
 
 #include "solve/layer_scale.h"
 #include "util/status.h"
@@ -23,7 +26,7 @@ struct LayersOptions {
   std::string kld_base;  // the teacher's log-probs on `text` (written on first use)
   std::string out;
   std::string tmp_dir;    // where each layer's file is written (default: OUT's directory)
-  std::string low = "auto";  // the type each layer is taken to; auto: Q2_K, else the cheapest every module has
+  std::string low = "auto";  // the type each layer is taken to; auto: Q2_K, else each module's cheapest
   int n_ctx = 512, chunks = 4;
   int threads = 0;
   bool quiet = false;
@@ -37,5 +40,11 @@ struct LayersResult {
 };
 
 Result<LayersResult> measure_layers(const LayersOptions& o);
+
+// Each module's reference candidate (the source's type) and the low one `low` takes it to
+// ("auto": Q2_K, else the module's cheapest); error when a layer would have no module below its
+// reference.
+Status pick_candidates(const Manifest& m, const std::string& low, std::map<std::string, std::string>* ref,
+                       std::map<std::string, std::string>* low_of);
 
 }  // namespace gm::layers
