@@ -232,7 +232,8 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
       if (!file_exists(lf)) {
         std::vector<std::string> cmd = {e.G, "layers", e.pool, "--teacher", e.teacher, "--calib", e.calib, "-c",
                                         std::to_string(e.o.eval_ctx), "--chunks", std::to_string(kLayerChunks),
-                                        "--kld-base", fmt::format("{}/teacher-calib-c{}-n{}.kld", e.W, e.o.eval_ctx, kLayerChunks),
+                                        "--kld-base", fmt::format("{}/teacher-calib-{}-c{}-n{}.kld", e.W, fs::path(e.calib).stem().string(),
+                                                                  e.o.eval_ctx, kLayerChunks),
                                         "-t", e.T, "-o", lf};
         for (const auto& x : e.q()) cmd.push_back(x);
         GAMMA_RETURN_IF_ERROR(e.stage("layers -> " + lf, layers_estimate(e), [&] { return run_step("layers", cmd); }));
