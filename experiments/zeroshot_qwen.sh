@@ -19,13 +19,14 @@ MODELS=${MODELS:-"teacher uniform-Q3_K llama-Q2_K llama-IQ3_XS gamma-bpw3.0 gamm
 mkdir -p $R/evals $W/zs
 log() { echo "[$(date -u +%H:%M:%S)] $*"; }
 
-# gamma's best at a fixed budget: the sweep's per-allocator choice with the lowest validation sum.
+# gamma's best at a fixed budget: among the sweep's GAMMA allocators (gamma*, not hawq or static),
+# the per-allocator choice with the lowest validation sum.
 best_choice() {
   python3 - "$IQ" "$1" <<'PY'
 import glob, json, os, sys
 iq, size = sys.argv[1:3]
 best = None
-for c in glob.glob(f"{iq}/plans/*-size-{size}.choice"):
+for c in glob.glob(f"{iq}/plans/gamma*-size-{size}.choice"):
     n = open(c).read().strip()
     try:
         k = sum(json.load(open(f"{iq}/evals/{n}.{t}.json"))["kld"]["mean"] for t in ("wv", "pv"))
@@ -33,6 +34,8 @@ for c in glob.glob(f"{iq}/plans/*-size-{size}.choice"):
         continue
     if best is None or k < best[0]:
         best = (k, n)
+if best is None:
+    sys.exit(f"no validated GAMMA choice at {size}")
 print(best[1])
 PY
 }

@@ -3,6 +3,7 @@
 // --kl-divergence on the same tokens, the teacher cache (llama's own base-file format),
 // multiple choice, and bad input. Everything runs the CLI as a user would, on one thread so
 // timings stay stable on a busy 2-core machine.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -211,6 +212,8 @@ TEST(EvalTasks, EasyItemsAreAnsweredAndJsonIsComplete) {
   EXPECT_EQ(e["acc"], 1.0);
   EXPECT_EQ(e["acc_norm"], 1.0);
   EXPECT_EQ(e["delimiter"], " ");
+  EXPECT_EQ(e["correct"], "1111");
+  EXPECT_EQ(e["correct_norm"], "1111");
   const json& a = j["tasks"]["arc_easy"];
   EXPECT_EQ(a["n"], 40);
   EXPECT_EQ(a["n_in_file"], 2376);
@@ -221,6 +224,11 @@ TEST(EvalTasks, EasyItemsAreAnsweredAndJsonIsComplete) {
     EXPECT_LE(v, 1.0);
     // lm-eval's stderr of a 0/1 mean: sqrt(p(1-p)/(n-1)).
     EXPECT_NEAR(a[std::string(k) + "_stderr"].get<double>(), std::sqrt(v * (1 - v) / 39), 1e-12);
+    // The per-item string is the accuracy item by item.
+    const std::string c = a[std::string(k) == "acc" ? "correct" : "correct_norm"];
+    ASSERT_EQ(c.size(), 40u);
+    EXPECT_EQ(c.find_first_not_of("01"), std::string::npos);
+    EXPECT_NEAR(double(std::count(c.begin(), c.end(), '1')) / 40, v, 1e-12);
   }
   EXPECT_EQ(j["model"]["sha256"].get<std::string>().size(), 64u);
   EXPECT_EQ(j["model"]["file_bytes"], fs::file_size(stories260k()));

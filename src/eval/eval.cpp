@@ -259,7 +259,8 @@ Status eval_tasks_part(const EvalRequest& req, const llama::LlamaModel& model_re
     if (req.progress) progress.finish(fmt::format("acc {:.4f} acc_norm {:.4f}", r.acc, r.acc_norm));
     GAMMA_ASSIGN_OR_RETURN(std::string task_sha, sha256_file(task.path));
     out->tasks->push_back({task.name, task.path, task_sha, uint64_t(r.n), uint64_t(task.n_in_file), task.delimiter,
-                           r.acc, r.acc_stderr, r.acc_norm, r.acc_norm_stderr, r.n_tokens, r.seconds});
+                           r.acc, r.acc_stderr, r.acc_norm, r.acc_norm_stderr, r.correct, r.correct_norm,
+                           r.n_tokens, r.seconds});
   }
   if (req.limit > 0) out->settings.limit = uint64_t(req.limit);
   return Status::ok();

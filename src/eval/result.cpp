@@ -49,7 +49,7 @@ template <typename T, typename F>
 void task_fields(T& t, F&& f) {
   f("path", t.path), f("sha256", t.sha256), f("n", t.n), f("n_in_file", t.n_in_file), f("delimiter", t.delimiter);
   f("acc", t.acc), f("acc_stderr", t.acc_stderr), f("acc_norm", t.acc_norm), f("acc_norm_stderr", t.acc_norm_stderr);
-  f("tokens", t.tokens), f("seconds", t.seconds);
+  f("correct", t.correct), f("correct_norm", t.correct_norm), f("tokens", t.tokens), f("seconds", t.seconds);
 }
 
 template <typename T, typename F>

@@ -58,6 +58,7 @@ struct EvalResult {
     Opt<uint64_t> n, n_in_file;
     Opt<std::string> delimiter;
     Opt<double> acc, acc_stderr, acc_norm, acc_norm_stderr;
+    Opt<std::string> correct, correct_norm;  // per item in file order, '1' right / '0' wrong
     Opt<uint64_t> tokens;
     Opt<double> seconds;
   };

@@ -327,6 +327,8 @@ Result<McResult> score_task(const llama::LlamaModel& model, const McTask& task, 
     }
     acc.push_back(best == item.gold ? 1.0 : 0.0);
     acc_norm.push_back(best_norm == item.gold ? 1.0 : 0.0);
+    res.correct += best == item.gold ? '1' : '0';
+    res.correct_norm += best_norm == item.gold ? '1' : '0';
     res.loglik.push_back(std::move(lls));
   }
   res.n = int(acc.size());

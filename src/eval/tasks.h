@@ -63,6 +63,9 @@ struct McResult {
   uint64_t n_tokens = 0;  // tokens decoded
   double seconds = 0;
   std::vector<std::vector<double>> loglik;  // per item, per option
+  // Per item '1' (right) or '0': two models scored on the same items compare paired, with the
+  // standard error of the per-item difference instead of two independent ones.
+  std::string correct, correct_norm;
 };
 
 Result<McResult> score_task(const llama::LlamaModel& model, const McTask& task, const McOptions& opt,
