@@ -3,8 +3,9 @@
 # the Q4_K_M source dequantized to F32). Models: the teacher, uniform Q3_K (gamma plan
 # --uniform over the sweep's pool), llama.cpp's mix nearest 3.0 and 3.5 bpw of linear weights
 # (Q2_K, 3.11; IQ3_XS, 3.45; the vendored llama-quantize, the sweep's teacher and imatrix), and
-# gamma's best file at 3.0 and 3.5 bpw (the allocator and head with the lowest validation KLD
-# among the sweep's choices at bpw3.0 / bpw3.5). Tasks: ../shared/data/tasks, the first LIMIT
+# gamma's best file at each of those mixes' bytes, gamma-MIX (the GAMMA allocator and head with
+# the lowest validation KLD among the sweep's choices at that size; gamma-bpwB takes the sweep's
+# B-bpw size instead). Tasks: ../shared/data/tasks, the first LIMIT
 # items of each (the same items for every model), acc and acc_norm with standard errors.
 # Resumable per (model, task): every result is results/zeroshot_qwen/evals/MODEL.TASK.json,
 # skipped when present; a model file is built only while it still has a task to run.
@@ -15,7 +16,7 @@ G=$root/build/cli/gamma; B=$root/build/bin
 W=${WORK:-/tmp/gamma-qwen}; R=$root/results/zeroshot_qwen; IQ=$root/results/iq_qwen
 T=${THREADS:-2}; LIMIT=${LIMIT:-500}
 TASKS=${TASKS:-"arc_easy arc_challenge piqa hellaswag winogrande boolq"}
-MODELS=${MODELS:-"teacher uniform-Q3_K llama-Q2_K llama-IQ3_XS gamma-bpw3.0 gamma-bpw3.5"}
+MODELS=${MODELS:-"teacher uniform-Q3_K llama-Q2_K gamma-Q2_K llama-IQ3_XS gamma-IQ3_XS"}
 mkdir -p $R/evals $W/zs
 log() { echo "[$(date -u +%H:%M:%S)] $*"; }
 

@@ -22,8 +22,8 @@ from table_out import emit_table
 
 TASKS = [("arc_easy", "ARC-e", "acc_norm"), ("arc_challenge", "ARC-c", "acc_norm"), ("piqa", "PIQA", "acc_norm"),
          ("hellaswag", "HellaSwag", "acc_norm"), ("winogrande", "WinoGrande", "acc"), ("boolq", "BoolQ", "acc")]
-ORDER = ["teacher", "uniform-Q3_K", "llama-Q2_K", "gamma-bpw3.0", "llama-IQ3_XS", "gamma-bpw3.5"]
-PAIRS = [("gamma-bpw3.0", "llama-Q2_K"), ("gamma-bpw3.5", "llama-IQ3_XS")] + \
+ORDER = ["teacher", "uniform-Q3_K", "llama-Q2_K", "gamma-Q2_K", "llama-IQ3_XS", "gamma-IQ3_XS"]
+PAIRS = [("gamma-Q2_K", "llama-Q2_K"), ("gamma-IQ3_XS", "llama-IQ3_XS")] + \
         [(m, "teacher") for m in ORDER[1:]]
 
 
