@@ -1,6 +1,7 @@
 // Library-level checks of src/eval: the llama-perplexity log-prob format and per-row math,
 // chunk arithmetic, and multiple-choice scoring (packed, prefix-shared decoding) against a
 // plain one-option-at-a-time computation through libllama.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -220,7 +221,8 @@ TEST(EvalTasksLib, PackedScoringEqualsDirectScoring) {
 // byte for byte, for a KLD + perplexity eval and a tasks-only one.
 TEST(EvalResultFormat, RoundTripsFilesOfEarlierVersions) {
   const std::string repo = std::filesystem::path(__FILE__).parent_path().parent_path().string();
-  for (const char* f : {"results/iq_qwen/evals/llama-IQ3_XS.wiki.json", "results/sweep_qwen/evals/gammasl-size-Q4_K_M.mc100.json"}) {
+  for (const char* f : {"results/iq_qwen/evals/llama-IQ3_XS.wiki.json", "results/sweep_qwen/evals/gammasl-size-Q4_K_M.mc100.json",
+                        "results/zeroshot_qwen/evals/teacher.boolq.json"}) {  // the last with per-item results
     const std::string path = repo + "/" + f;
     if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
     auto r = EvalResult::load(path);
@@ -234,6 +236,11 @@ TEST(EvalResultFormat, RoundTripsFilesOfEarlierVersions) {
   ASSERT_TRUE(kl.kld && kl.kld->mean && kl.perplexity && kl.settings.text);
   EXPECT_GT(*kl.kld->mean, 0.0);
   EXPECT_FALSE(kl.tasks);
+  const EvalResult zs = EvalResult::load(repo + "/results/zeroshot_qwen/evals/teacher.boolq.json").value();
+  const EvalResult::Task* bq = zs.task("boolq");
+  ASSERT_TRUE(bq && bq->correct && bq->n && bq->acc);
+  EXPECT_EQ(bq->correct->size(), *bq->n);
+  EXPECT_DOUBLE_EQ(double(std::count(bq->correct->begin(), bq->correct->end(), '1')) / double(*bq->n), *bq->acc);
 }
 
 TEST(EvalResultFormat, BadFieldIsCorruptAndNamed) {

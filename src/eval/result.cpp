@@ -1,5 +1,7 @@
 #include "eval/result.h"
 
+#include <cstring>
+
 namespace gm::eval {
 namespace {
 
@@ -69,6 +71,17 @@ struct Write {
   void operator()(const char* key, const std::optional<T>& v) const { j[key] = or_null(v); }
 };
 
+// A task's per-item fields came after version 1 was published: written only where set, so files
+// written before them read and write unchanged.
+struct WriteTask {
+  json& j;
+  template <typename T>
+  void operator()(const char* key, const std::optional<T>& v) const {
+    if (!v && (std::strcmp(key, "correct") == 0 || std::strcmp(key, "correct_norm") == 0)) return;
+    j[key] = or_null(v);
+  }
+};
+
 }  // namespace
 
 const EvalResult::Task* EvalResult::task(const std::string& name) const {
@@ -93,7 +106,7 @@ json EvalResult::to_json() const {
   }
   if (tasks) {
     json& t = j["tasks"] = json::object();
-    for (const auto& task : *tasks) task_fields(task, Write{t[task.name] = json::object()});
+    for (const auto& task : *tasks) task_fields(task, WriteTask{t[task.name] = json::object()});
   }
   json& s = j["settings"] = json::object();
   Write w{s};
