@@ -1,7 +1,5 @@
 #include "eval/result.h"
 
-#include <cstring>
-
 namespace gm::eval {
 namespace {
 
@@ -47,11 +45,14 @@ void kld_tail_fields(K& k, F&& f) {
   f("ln_ppl_correlation", k.ln_ppl_correlation), f("base_file", k.base_file), f("base_reused", k.base_reused);
 }
 
-template <typename T, typename F>
-void task_fields(T& t, F&& f) {
+// `added` takes the fields that came after version 1 was published (written only where set, so
+// files of earlier gammas read and write unchanged).
+template <typename T, typename F, typename G>
+void task_fields(T& t, F&& f, G&& added) {
   f("path", t.path), f("sha256", t.sha256), f("n", t.n), f("n_in_file", t.n_in_file), f("delimiter", t.delimiter);
   f("acc", t.acc), f("acc_stderr", t.acc_stderr), f("acc_norm", t.acc_norm), f("acc_norm_stderr", t.acc_norm_stderr);
-  f("correct", t.correct), f("correct_norm", t.correct_norm), f("tokens", t.tokens), f("seconds", t.seconds);
+  added("correct", t.correct), added("correct_norm", t.correct_norm);
+  f("tokens", t.tokens), f("seconds", t.seconds);
 }
 
 template <typename T, typename F>
@@ -71,14 +72,11 @@ struct Write {
   void operator()(const char* key, const std::optional<T>& v) const { j[key] = or_null(v); }
 };
 
-// A task's per-item fields came after version 1 was published: written only where set, so files
-// written before them read and write unchanged.
-struct WriteTask {
+struct WriteIfSet {
   json& j;
   template <typename T>
   void operator()(const char* key, const std::optional<T>& v) const {
-    if (!v && (std::strcmp(key, "correct") == 0 || std::strcmp(key, "correct_norm") == 0)) return;
-    j[key] = or_null(v);
+    if (v) j[key] = *v;
   }
 };
 
@@ -106,7 +104,10 @@ json EvalResult::to_json() const {
   }
   if (tasks) {
     json& t = j["tasks"] = json::object();
-    for (const auto& task : *tasks) task_fields(task, WriteTask{t[task.name] = json::object()});
+    for (const auto& task : *tasks) {
+      json& tj = t[task.name] = json::object();
+      task_fields(task, Write{tj}, WriteIfSet{tj});
+    }
   }
   json& s = j["settings"] = json::object();
   Write w{s};
@@ -142,7 +143,7 @@ Result<EvalResult> EvalResult::from_json(const json& j) {
       Task& task = e.tasks->emplace_back();
       task.name = name;
       if (!tr.present()) tr.fail("not an object");
-      task_fields(task, Read{tr});
+      task_fields(task, Read{tr}, Read{tr});
     }
   }
   const FieldReader s = r.object("settings");
