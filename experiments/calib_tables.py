@@ -2,10 +2,16 @@
 """The calibration study's tables (experiments/calib_study.sh): KLD vs the teacher of every
 measured file on the validation texts (wiki.valid.tokens, the held-back end of python-calib.txt;
 8 x 512 each, what chooses) and the test texts (wiki.test.raw, python-eval.txt; 16 x 512, what is
-reported). Usage: calib_tables.py results/calib_qwen [-o results/calib_qwen/table]"""
+reported); and how alike Stage I's measured deltas are when learned on each text (Spearman over
+modules of each one's Q4_K -> Q2_K loss change, and against HAWQ-V2's predicted one).
+Usage: calib_tables.py results/calib_qwen [--hawq results/iq_qwen/hawq.json] [-o results/calib_qwen/table]"""
 import argparse
 import json
 import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rank_stats import spearman  # noqa: E402
 
 TEXTS = [("wv", "wiki.valid"), ("pv", "python valid"), ("wiki", "wiki.test"), ("py", "python-eval")]
 CALIBS = ["prose", "code", "both"]
@@ -26,9 +32,30 @@ def load(d, name, tag):
             "chunks": e["perplexity"]["chunks"]}
 
 
+def delta_agreement(d, hawq):
+    """Spearman between the runs' per-module Q4_K -> Q2_K loss changes (and HAWQ-V2's)."""
+    changes = {}
+    for c in CALIBS:
+        p = os.path.join(d, f"learn-{c}.json")
+        if os.path.exists(p):
+            changes[f"Stage I on {c}"] = {n: m["delta"]["Q2_K"] - m["delta"]["Q4_K"]
+                                          for n, m in json.load(open(p))["modules"].items()}
+    if len(changes) < 2:
+        return None
+    if hawq:  # scores are -predicted loss
+        changes["HAWQ-V2"] = {n: m["score"]["Q4_K"] - m["score"]["Q2_K"]
+                              for n, m in json.load(open(hawq))["modules"].items()}
+    names = list(changes)
+    common = sorted(set.intersection(*(set(v) for v in changes.values())))
+    return {"modules": len(common), "names": names,
+            "spearman": [[spearman([changes[a][n] for n in common], [changes[b][n] for n in common])
+                          for b in names] for a in names]}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
+    ap.add_argument("--hawq", help="HAWQ-V2 scores over the same modules (the deltas compared to its)")
     ap.add_argument("-o", "--out", help="write OUT.md and OUT.json")
     a = ap.parse_args()
     rows, md = [], []
@@ -58,6 +85,15 @@ def main():
             md.append(f"| {what.format(c=c)} | {c}{mark} | {size:,} | "
                       + " | ".join(fmt(cells[t]) for t, _ in TEXTS)
                       + f" | {'–' if vsum is None else f'{vsum:.4f}'} |")
+    agreement = delta_agreement(a.dir, a.hawq)
+    if agreement:
+        md.append("")
+        md.append("Stage I's measured loss change Q4_K -> Q2_K per module: Spearman over the modules")
+        md.append("")
+        md.append("| | " + " | ".join(agreement["names"]) + " |")
+        md.append("|---|" + "---|" * len(agreement["names"]))
+        for r, row in zip(agreement["names"], agreement["spearman"]):
+            md.append(f"| {r} | " + " | ".join(f"{x:.3f}" for x in row) + " |")
     text = "\n".join(md) + "\n"
     print(text, end="")
     if a.out:
@@ -65,7 +101,8 @@ def main():
             f.write(text)
         os.replace(a.out + ".md.tmp", a.out + ".md")
         with open(a.out + ".json.tmp", "w") as f:
-            json.dump({"schema": "gamma.calib_study", "version": 1, "rows": rows}, f, indent=1)
+            json.dump({"schema": "gamma.calib_study", "version": 1, "rows": rows,
+                       "delta_agreement": agreement}, f, indent=1)
         os.replace(a.out + ".json.tmp", a.out + ".json")
 
 
