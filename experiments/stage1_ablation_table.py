@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""Issue 19 item 5, warm start: does Stage I improve on the proxy it starts from? Stage I run
-twice with the same recipe (clip layer loss, 337 steps at 3.25 bpw, deltas measured every 3rd
-step), once from the uniform start (gamma-clip.json) and once from HAWQ-V2's plan at 3.25 bpw
-(gamma-clip-hawq.json, `gamma learn --init-plan`, p = 0.5 on its type), each solved on its raw
-deltas rescaled by `gamma layers` (allocator gammal-TAG-Q2_K of experiments/iq_sweep.sh), beside
-HAWQ-V2 itself and HAWQ-V2 layer-scaled, at each size, o4e2 head. Columns: validation sum
-(wiki.valid + held-back python, 8 x 512 each), wiki.test / python-eval (16 x 512) KLD vs the
-teacher; then how far each plan is from HAWQ-V2's (modules that differ) and how alike the runs'
-per-module Q4_K -> Q2_K loss changes are (Spearman).
+"""Issue 19's Stage I ablations on Qwen, each a table of files at equal bytes (o4e2 head):
+validation sum (wiki.valid + held-back python, 8 x 512 each), wiki.test / python-eval (16 x 512)
+KLD vs the teacher, how many modules each plan sets unlike HAWQ-V2's, and how alike the runs'
+per-module Q4_K -> Q2_K loss changes are (Spearman; HAWQ-V2's predicted ones beside them).
+Every GAMMA file is Stage I's raw deltas layer-scaled by `gamma layers` (allocator
+gammal-TAG-Q2_K of experiments/iq_sweep.sh), the clip recipe (337 steps, deltas measured every
+3rd step).
+  warm  (item 5): from the uniform start (gamma-clip.json) vs from HAWQ-V2's plan at 3.25 bpw
+        (gamma-clip-hawq.json, `gamma learn --init-plan`, p = 0.5 on its type).
+  reuse (item 3): learned once at 3.25 bpw and re-solved vs learned at the size's own budget
+        (gamma-clip-b2.75.json at 2.75 bpw).
 
-  warm_start_table.py results/iq_qwen [--sizes Q2_K IQ3_XS] [-o results/iq_qwen/warm_start.md]
+  stage1_ablation_table.py results/iq_qwen warm [--sizes Q2_K IQ3_XS] [-o results/iq_qwen/warm_start.md]
+  stage1_ablation_table.py results/iq_qwen reuse --sizes bpw2.75 [-o results/iq_qwen/score_reuse.md]
 """
 import argparse
 import json
@@ -18,10 +21,17 @@ import os
 from rank_stats import spearman
 from table_out import emit_table
 
-ALLOCS = [("HAWQ-V2 (the start)", "hawq-size-{s}-o4e2"),
-          ("HAWQ-V2, layer-scaled", "hawq-cal-size-{s}-o4e2"),
-          ("GAMMA from the uniform start", "gammal-clip-Q2_K-size-{s}-o4e2"),
-          ("GAMMA from HAWQ-V2's plan", "gammal-clip-hawq-Q2_K-size-{s}-o4e2")]
+STUDIES = {  # rows (what, eval name) and the Stage I runs whose deltas are compared
+    "warm": {"rows": [("HAWQ-V2 (the start)", "hawq-size-{s}-o4e2"),
+                      ("HAWQ-V2, layer-scaled", "hawq-cal-size-{s}-o4e2"),
+                      ("GAMMA from the uniform start", "gammal-clip-Q2_K-size-{s}-o4e2"),
+                      ("GAMMA from HAWQ-V2's plan", "gammal-clip-hawq-Q2_K-size-{s}-o4e2")],
+             "runs": {"uniform start": "gamma-clip.json", "HAWQ-V2 start": "gamma-clip-hawq.json"}},
+    "reuse": {"rows": [("HAWQ-V2", "hawq-size-{s}-o4e2"),
+                       ("GAMMA learned at 3.25 bpw, re-solved", "gammal-clip-Q2_K-size-{s}-o4e2"),
+                       ("GAMMA learned at 2.75 bpw", "gammal-clip-b2.75-Q2_K-size-{s}-o4e2")],
+              "runs": {"learned at 3.25": "gamma-clip.json", "learned at 2.75": "gamma-clip-b2.75.json"}},
+}
 
 
 def kld(d, name, tag):
@@ -43,17 +53,19 @@ def change(scores, hawq=False):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
+    ap.add_argument("study", choices=sorted(STUDIES))
     ap.add_argument("--sizes", nargs="+", default=["Q2_K", "IQ3_XS"])
     ap.add_argument("-o", "--out")
     a = ap.parse_args()
     fmt = lambda x: "–" if x is None else f"{x['mean']:.4f} ± {x['stderr']:.4f}"
     lines = ["| size | allocator | validation sum | wiki.test | python-eval | modules unlike HAWQ-V2's plan |",
              "|---|---|---|---|---|---|"]
-    out = {"schema": "gamma.warm_start", "version": 1, "rows": []}
+    study = STUDIES[a.study]
+    out = {"schema": "gamma.stage1_ablation", "version": 1, "study": a.study, "rows": []}
     for s in a.sizes:
         ref = os.path.join(a.dir, "plans", f"hawq-size-{s}-o4e2.json")
         ph = json.load(open(ref))["modules"] if os.path.exists(ref) else None
-        for what, pat in ALLOCS:
+        for what, pat in study["rows"]:
             n = pat.format(s=s)
             c = {t: kld(a.dir, n, t) for t in ("wv", "pv", "wiki", "py")}
             if not any(c.values()):
@@ -68,8 +80,7 @@ def main():
                                 "kld": c, "modules_unlike_hawq": differ})
             lines.append(f"| {s} | {what} | {'–' if vsum is None else f'{vsum:.4f}'} | {fmt(c['wiki'])} | "
                          f"{fmt(c['py'])} | {'–' if differ is None else differ} |")
-    runs = {"uniform start": os.path.join(a.dir, "gamma-clip.json"),
-            "HAWQ-V2 start": os.path.join(a.dir, "gamma-clip-hawq.json")}
+    runs = {k: os.path.join(a.dir, f) for k, f in study["runs"].items()}
     ch = {k: change(p) for k, p in runs.items() if os.path.exists(p)}
     hq = os.path.join(a.dir, "hawq.json")
     if os.path.exists(hq):
