@@ -11,7 +11,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rank_stats import spearman  # noqa: E402
+from rank_stats import loss_change, spearman_matrix  # noqa: E402
 
 TEXTS = [("wv", "wiki.valid"), ("pv", "python valid"), ("wiki", "wiki.test"), ("py", "python-eval")]
 CALIBS = ["prose", "code", "both"]
@@ -34,23 +34,14 @@ def load(d, name, tag):
 
 def delta_agreement(d, hawq):
     """Spearman between the runs' per-module Q4_K -> Q2_K loss changes (and HAWQ-V2's)."""
-    changes = {}
-    for c in CALIBS:
-        p = os.path.join(d, f"learn-{c}.json")
-        if os.path.exists(p):
-            changes[f"Stage I on {c}"] = {n: m["delta"]["Q2_K"] - m["delta"]["Q4_K"]
-                                          for n, m in json.load(open(p))["modules"].items()}
+    changes = {f"Stage I on {c}": loss_change(os.path.join(d, f"learn-{c}.json"))
+               for c in CALIBS if os.path.exists(os.path.join(d, f"learn-{c}.json"))}
     if len(changes) < 2:
         return None
-    if hawq:  # scores are -predicted loss
-        changes["HAWQ-V2"] = {n: m["score"]["Q4_K"] - m["score"]["Q2_K"]
-                              for n, m in json.load(open(hawq))["modules"].items()}
-    names = list(changes)
-    common = sorted(set.intersection(*(set(v) for v in changes.values())))
-    return {"modules": len(common), "names": names,
-            "spearman": [[spearman([changes[a][n] for n in common], [changes[b][n] for n in common])
-                          for b in names] for a in names]}
-
+    if hawq:
+        changes["HAWQ-V2"] = loss_change(hawq, hawq=True)
+    names, common, rho = spearman_matrix(changes)
+    return {"modules": len(common), "names": names, "spearman": rho}
 
 def main():
     ap = argparse.ArgumentParser()

@@ -1,4 +1,6 @@
-"""Spearman's rank correlation, shared by the experiment scripts (no SciPy on the CI image)."""
+"""Spearman's rank correlation, shared by the experiment scripts (no SciPy on the CI image), and
+the per-module loss changes Stage I's ablation tables compare with it."""
+import json
 import math
 import statistics
 
@@ -23,3 +25,20 @@ def spearman(a, b):
     cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
     var = sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)
     return cov / math.sqrt(var) if var > 0 else 0.0  # a constant ranking says nothing
+
+
+def loss_change(scores, hawq=False):
+    """Per module of a scores file, the Q4_K -> Q2_K loss change: measured (Stage I's delta) or
+    HAWQ-V2's predicted one (its scores are -loss)."""
+    mods = json.load(open(scores))["modules"]
+    if hawq:
+        return {n: m["score"]["Q4_K"] - m["score"]["Q2_K"] for n, m in mods.items()}
+    return {n: m["delta"]["Q2_K"] - m["delta"]["Q4_K"] for n, m in mods.items()}
+
+
+def spearman_matrix(changes):
+    """{name: {module: value}} -> the names, the modules all share, Spearman between every pair."""
+    names = list(changes)
+    common = sorted(set.intersection(*(set(v) for v in changes.values()))) if changes else []
+    rho = [[spearman([changes[a][m] for m in common], [changes[b][m] for m in common]) for b in names] for a in names]
+    return names, common, rho

@@ -18,7 +18,7 @@ import argparse
 import json
 import os
 
-from rank_stats import spearman
+from rank_stats import loss_change, spearman_matrix
 from table_out import emit_table
 
 STUDIES = {  # rows (what, eval name) and the Stage I runs whose deltas are compared
@@ -40,14 +40,6 @@ def kld(d, name, tag):
         return None
     e = json.load(open(p))["kld"]
     return {"mean": e["mean"], "stderr": e["stderr"]}
-
-
-def change(scores, hawq=False):
-    """Per module, the Q4_K -> Q2_K loss change: measured (delta) or HAWQ-V2's (-score)."""
-    mods = json.load(open(scores))["modules"]
-    if hawq:
-        return {n: m["score"]["Q4_K"] - m["score"]["Q2_K"] for n, m in mods.items()}
-    return {n: m["delta"]["Q2_K"] - m["delta"]["Q4_K"] for n, m in mods.items()}
 
 
 def main():
@@ -81,13 +73,11 @@ def main():
             lines.append(f"| {s} | {what} | {'–' if vsum is None else f'{vsum:.4f}'} | {fmt(c['wiki'])} | "
                          f"{fmt(c['py'])} | {'–' if differ is None else differ} |")
     runs = {k: os.path.join(a.dir, f) for k, f in study["runs"].items()}
-    ch = {k: change(p) for k, p in runs.items() if os.path.exists(p)}
+    ch = {k: loss_change(p) for k, p in runs.items() if os.path.exists(p)}
     hq = os.path.join(a.dir, "hawq.json")
     if os.path.exists(hq):
-        ch["HAWQ-V2"] = change(hq, hawq=True)
-    names = list(ch)
-    common = sorted(set.intersection(*(set(v) for v in ch.values()))) if ch else []
-    rho = [[spearman([ch[x][m] for m in common], [ch[y][m] for m in common]) for y in names] for x in names]
+        ch["HAWQ-V2"] = loss_change(hq, hawq=True)
+    names, common, rho = spearman_matrix(ch)
     out["delta_spearman"] = {"names": names, "modules": len(common), "rho": rho}
     lines += ["", f"Per-module Q4_K -> Q2_K loss change, Spearman over {len(common)} modules:", "",
               "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
