@@ -23,6 +23,7 @@ struct SolveOpts {
   double fill = 0;
   std::string transform = "score";
   std::string layer_scale;
+  std::string blend;
 };
 
 void report(const solve::Allocation& a, const std::string& path, bool require_optimal) {
@@ -84,6 +85,10 @@ void run_solve(const SolveOpts& o) {
   solve::Scores scores = value_or_fail(o.from_manifest ? solve::Scores::from_manifest(m) : solve::Scores::load(o.scores));
   fail_if(scores.transform(o.transform, m));
   const size_t fit_fallbacks = scores.fit_fallbacks;
+  if (!o.blend.empty()) {
+    if (o.from_manifest) throw Failure("--blend needs --scores (it blends two scorers' files)");
+    fail_if(scores.blend(value_or_fail(solve::Scores::load(o.blend))));
+  }
   std::vector<int> split_layers;
   if (!o.layer_scale.empty()) {
     const auto ls = value_or_fail(solve::LayerSensitivity::load(o.layer_scale));
@@ -106,6 +111,7 @@ void run_solve(const SolveOpts& o) {
     if (o.fill > 0) a.plan.info["fill"] = {{"fraction", o.fill}, {"kappa", kappa}};
     if (o.transform != "score") a.plan.info["transform"] = o.transform;
     if (o.transform == "delta-fit") a.plan.info["delta_fit_raw_modules"] = fit_fallbacks;
+    if (!o.blend.empty()) a.plan.info["blend"] = o.blend;
     if (!o.layer_scale.empty()) a.plan.info["layer_scale"] = {{"file", o.layer_scale}, {"rel_err_split_layers", split_layers}};
     check_optimal(a);
     fail_if(a.plan.save(o.out));
@@ -151,6 +157,7 @@ void add_solve(CLI::App& app) {
   c->add_option("--fixed", o->fixed, "TENSOR=TYPE: a non-linear tensor (token_embd.weight, output.weight) at TYPE instead of llama.cpp's default; the budget pays for it");
   c->add_option("--time-limit", o->time_limit, "seconds per budget before giving up the proof (gap reported)");
   c->add_option("--transform", o->transform, "score, log, size-log, delta or delta-fit: solve on log p or size-weighted log p of probability scores (Stage I's p), on -delta, Stage I's measured loss change (gamma learn --measure-every), or on delta-fit, each module's measured deltas fitted as a line in the pool's rel_err (the slope is the module's sensitivity)")->capture_default_str();
+  c->add_option("--blend", o->blend, "SCORES.json of a second scorer (e.g. gamma hawq): after --transform, each candidate's cost is the geometric mean of the two scorers' costs above their module's best candidate");
   c->add_option("--layer-scale", o->layer_scale, "LAYERS.json (gamma layers): after --transform, rescale each layer's scores so that taking it from the source's types to the measured low type costs its measured KLD");
   c->add_option("--fill", o->fill, "spend at least this fraction of the budget (e.g. 0.995): scores reused away from their learned target");
   c->add_flag("--require-optimal", o->require_optimal, "fail (write nothing) unless every plan is proven optimal");

@@ -7,6 +7,8 @@ A family's variant is an allocator's choice at that size (plans/ALLOC-size-SIZE.
 and transform, chosen on validation); among a family's allocators the one with the lowest
 validation sum (wiki.valid + held-back python, evals/*.wv/pv.json) is the family's file. An
 allocator without validation evals at a size is only taken when it is the family's only one.
+The blend (gammab*: gamma solve --blend, Stage I's deltas with HAWQ-V2's) is not GAMMA alone and
+has its own column and verdict.
 "Below" means below on both test texts; "tie" means within one standard error (the larger of the
 two) on a text where it is not below.
 
@@ -25,6 +27,8 @@ from table_out import emit_table
 FAMILIES = {
     "GAMMA": lambda a: (a.startswith("gammad") and a not in ("gammad-bin", "gammad-ter")) or a.startswith("gammal-")
     or (a.startswith("gamma-") and a.endswith("-cal")),
+    # Stage I's deltas blended with HAWQ-V2's (gamma solve --blend): not GAMMA alone, so its own column.
+    "blend": lambda a: a.startswith("gammab"),
     "HAWQ-V2": lambda a: a == "hawq",
     "static": lambda a: a == "static",
 }
@@ -46,8 +50,9 @@ def main():
     ap.add_argument("-o", "--out")
     a = ap.parse_args()
     d = a.dir
-    lines = ["| size | GAMMA (variant chosen on validation) | HAWQ-V2 | static proxy | llama.cpp mix | GAMMA below all on both texts? |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| size | GAMMA (variant chosen on validation) | HAWQ-V2 | static proxy | llama.cpp mix | GAMMA below all on both texts? "
+             "| GAMMA × HAWQ-V2 blend | blend below all? |",
+             "|---|---|---|---|---|---|---|---|"]
     rows = []
     for size in SIZES:
         choices = {}
@@ -71,17 +76,21 @@ def main():
             row["mix"] = {"variant": f"llama-{size}", "wiki": ev(d, f"llama-{size}", "wiki"), "py": ev(d, f"llama-{size}", "py")}
         if "GAMMA" not in row:
             continue
-        g = row["GAMMA"]
-        verdict = []
-        for other in ("HAWQ-V2", "static", "mix"):
-            if other not in row or row[other]["wiki"] is None:
-                continue
-            for t in ("wiki", "py"):
-                gk, ok = g[t], row[other][t]
-                if gk[0] < ok[0]:
+        def verdict_of(g):
+            out = []
+            for other in ("HAWQ-V2", "static", "mix"):
+                if other not in row or row[other]["wiki"] is None:
                     continue
-                verdict.append(f"{'tie' if gk[0] - ok[0] <= max(gk[1], ok[1]) else 'above'} {other} on {t}")
+                for t in ("wiki", "py"):
+                    gk, ok = g[t], row[other][t]
+                    if gk[0] < ok[0]:
+                        continue
+                    out.append(f"{'tie' if gk[0] - ok[0] <= max(gk[1], ok[1]) else 'above'} {other} on {t}")
+            return out
+        verdict = verdict_of(row["GAMMA"])
         row["verdict"] = verdict
+        if "blend" in row:
+            row["blend_verdict"] = verdict_of(row["blend"])
         rows.append(row)
 
         def cell(fam):
@@ -89,10 +98,11 @@ def main():
                 return "–"
             r = row[fam]
             s = f"{r['wiki'][0]:.4f} / {r['py'][0]:.4f}"
-            return s + (f" ({r['variant']})" if fam == "GAMMA" else "")
+            return s + (f" ({r['variant']})" if fam in ("GAMMA", "blend") else "")
         lines.append(f"| {size.replace('bpw', '') + (' bpw' if size.startswith('bpw') else '')} | {cell('GAMMA')} | "
                      f"{cell('HAWQ-V2')} | {cell('static')} | {cell('mix')} | "
-                     f"{'yes' if not verdict else '; '.join(verdict)} |")
+                     f"{'yes' if not verdict else '; '.join(verdict)} | {cell('blend')} | "
+                     f"{'–' if 'blend' not in row else 'yes' if not row['blend_verdict'] else '; '.join(row['blend_verdict'])} |")
     lines += ["", "(wiki.test.raw / python-eval.txt, 16 × 512 each, KLD vs the F32 teacher; errors in the eval JSONs.)"]
     emit_table(lines, {"schema": "gamma.goal_table", "version": 1, "rows": rows}, a.out)
 

@@ -214,6 +214,11 @@ if has sizes; then
         gamma) [ -f $R/gamma.json ] || continue; args="--scores $R/gamma.json --transform size-log"; pool=$POOL_AUTO ;;
         gammad) [ -f $R/gamma.json ] || continue; args="--scores $R/gamma.json"; pool=$POOL_AUTO ;;  # + a transform below
         gammad-*) [ -f $R/gamma-${a#gammad-}.json ] || continue; args="--scores $R/gamma-${a#gammad-}.json"; pool=$(tag_pool ${a#gammad-}) ;;
+        # gammab[-TAG]: Stage I's deltas blended with HAWQ-V2's (gamma solve --blend: the geometric
+        # mean of the two costs per candidate), over the candidates both score.
+        gammab) [ -f $R/gamma.json ] && [ -f $R/hawq.json ] || continue; args="--scores $R/gamma.json --blend $R/hawq.json"; pool=$POOL_AUTO ;;
+        gammab-*) [ -f $R/gamma-${a#gammab-}.json ] && [ -f $R/hawq.json ] || continue
+          args="--scores $R/gamma-${a#gammab-}.json --blend $R/hawq.json"; pool=$(tag_pool ${a#gammab-}) ;;
         *-cal) [ -f $R/$a.json ] || continue; args="--scores $R/$a.json"; pool=$POOL_ALL ;;  # experiments/layer_calibrate.py
         gammal-*) tl=${a#gammal-}; tag=${tl%-*}; low=${tl##*-}  # gammal-TAG-LOW: gamma layers' scale
           [ -f $R/gamma-$tag.json ] && [ -f $R/layers-$low.json ] || continue
@@ -227,7 +232,7 @@ if has sizes; then
       # grids' errors cost alike is a question validation answers, as for the head.
       vargs=(); vlabel=(); vspec=()
       for v in $FIXED; do
-        if [[ $a == gammad* || $a == gammal* ]]; then  # GAMMAD_TRANSFORMS="delta": the raw deltas only (one variant)
+        if [[ $a == gammad* || $a == gammal* || $a == gammab* ]]; then  # GAMMAD_TRANSFORMS="delta": the raw deltas only (one variant)
           for tr in ${GAMMAD_TRANSFORMS:-delta delta-fit}; do
             vargs+=("$args --transform $tr"); vspec+=("${v#*:}")
             if [ $tr = delta ]; then vlabel+=("${v%%:*}"); else vlabel+=("fit-${v%%:*}"); fi

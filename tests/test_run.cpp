@@ -79,8 +79,9 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
   // The default head (Q8_0 here), one step cheaper (Q5_1) and two (Q4_1).
   EXPECT_EQ(head_steps, (std::set<int>{0, 1, 2}));
   // GAMMA's measured loss changes, raw, fitted (--transform delta, delta-fit) and rescaled to
-  // each layer's measured KLD (gamma layers, --layer-scale), are all tried.
-  EXPECT_EQ(scorers, (std::set<std::string>{"static", "hawq", "gamma", "gamma-fit", "gamma-cal"}));
+  // each layer's measured KLD (gamma layers, --layer-scale), and the fitted ones blended with
+  // HAWQ-V2's (--blend), are all tried.
+  EXPECT_EQ(scorers, (std::set<std::string>{"static", "hawq", "gamma", "gamma-fit", "gamma-cal", "gamma-blend"}));
   auto layers = read_json(d / "w/layers.json", "gamma.layers", 1);
   ASSERT_TRUE(layers.is_ok()) << layers.status().message();
   EXPECT_EQ((*layers)["layers"].size(), 5u);  // stories260K's layers

@@ -269,6 +269,49 @@ TEST_F(SolveCli, DeltaFitSolvesOnEachModulesMeasuredSlope) {
                "--transform delta-fit needs measured loss changes", tmp_ / "x.json");
 }
 
+TEST_F(SolveCli, BlendSolvesOnTheGeometricMeanOfTwoScorersCosts) {
+  // --blend: each candidate costs sqrt(cost_a * cost_b), each scorer's cost taken above its
+  // module's best candidate; the reference is computed here. Scorer B leaves Q6_K out (then no
+  // choice) and adds a constant per module (which a cost above the best removes). A module B
+  // does not score is refused in one line, nothing written.
+  json a = scores_json_, b = scores_json_, reference = scores_json_;
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<double> u(0.2, 5.0);
+  for (const auto& e : m_.modules) {
+    const double sa = u(rng), sb = u(rng), shift = u(rng);
+    b["modules"][e.name]["score"] = json::object();
+    reference["modules"][e.name]["score"] = json::object();
+    double best_a = -1e300, best_b = -1e300;
+    for (const auto& c : e.candidates) {
+      a["modules"][e.name]["score"][c.id] = -sa * c.rel_err;
+      if (c.id == "Q6_K") continue;
+      b["modules"][e.name]["score"][c.id] = shift - sb * std::sqrt(c.rel_err) * (1 + 0.1 * u(rng));
+      best_a = std::max(best_a, -sa * c.rel_err);
+      best_b = std::max(best_b, b["modules"][e.name]["score"][c.id].get<double>());
+    }
+    for (const auto& c : e.candidates) {
+      if (c.id == "Q6_K") continue;
+      const double ca = best_a + sa * c.rel_err, cb = best_b - b["modules"][e.name]["score"][c.id].get<double>();
+      reference["modules"][e.name]["score"][c.id] = -std::sqrt(ca * cb);
+    }
+  }
+  const std::string fa = tmp_ / "a.json", fb = tmp_ / "b.json", fr = tmp_ / "reference.json";
+  ASSERT_TRUE(write_json(fa, a).is_ok() && write_json(fb, b).is_ok() && write_json(fr, reference).is_ok());
+  const auto blended = plan_of("--scores " + fa + " --blend " + fb, "blend.json");
+  EXPECT_EQ(blended, plan_of("--scores " + fr, "ref.json"));
+  EXPECT_NE(blended, plan_of("--scores " + fa, "a-only.json"));  // the second scorer matters here
+  for (const auto& [name, id] : blended) EXPECT_NE(id, "Q6_K") << name;
+  auto p = Plan::load(tmp_ / "blend.json");
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->info["blend"].get<std::string>(), fb);
+  b["modules"].erase(m_.modules[5].name);
+  ASSERT_TRUE(write_json(fb, b).is_ok());
+  expect_fails(fmt::format("--scores {} --blend {} --bpw 3.5 -o {}", fa, fb, tmp_ / "x.json"),
+               "--blend: " + fb + " gives no score for module " + m_.modules[5].name, tmp_ / "x.json");
+  expect_fails(fmt::format("--score-from-manifest --blend {} --bpw 3.5 -o {}", fa, tmp_ / "x.json"), "--blend needs --scores",
+               tmp_ / "x.json");
+}
+
 TEST_F(SolveCli, LayerScaleRescalesEachLayerToItsMeasuredKld) {
   // gamma layers' measurement (Q6_K reference, Q2_K low) rescales each layer's scores by
   // c_l = (kld_l - base) / sum over l's modules of (score(Q6_K) - score(Q2_K)); within a layer the

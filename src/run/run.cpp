@@ -189,6 +189,7 @@ double layers_estimate(const Env& e) {
 // GAMMA learns at `learn_bpw` (its scores are reused at every other budget).
 Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
   std::vector<Scorer> out;
+  std::string hawq_file, gamma_file;  // for the blend of the two
   for (const auto& s : e.o.scorers) {
     if (s == "static") {
       out.push_back({s, {"--score-from-manifest"}});
@@ -203,6 +204,7 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
                                       [&] { return run_step("hawq", cmd); }));
       }
       out.push_back({s, {"--scores", f}});
+      hawq_file = f;
     } else if (s == "gamma") {
       std::string f = e.o.scores;
       if (f.empty()) {
@@ -225,6 +227,7 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
       // Q2_K size, the fitted ones at IQ3_M's: results/iq_qwen), so validation picks.
       out.push_back({s, {"--scores", f, "--transform", "delta"}});
       out.push_back({s + "-fit", {"--scores", f, "--transform", "delta-fit"}});
+      gamma_file = f;
       // And rescaled layer by layer to each layer's measured KLD (gamma layers): on Qwen the
       // layer MSE misjudges the scale between layers, and so rescaled the deltas won every
       // size from IQ2_M to 3.25 bpw on validation and test (results/iq_qwen/goal_table.md).
@@ -241,6 +244,11 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
       out.push_back({s + "-cal", {"--scores", f, "--transform", "delta", "--layer-scale", lf}});
     }
   }
+  // Stage I's fitted deltas blended with HAWQ-V2's predictions (gamma solve --blend, the
+  // geometric mean of the two costs): on Qwen, where the two tie alone (IQ3_XS and up), the
+  // blend is below both on validation (results/iq_qwen/goal_table.md).
+  if (!hawq_file.empty() && !gamma_file.empty())
+    out.push_back({"gamma-blend", {"--scores", gamma_file, "--transform", "delta-fit", "--blend", hawq_file}});
   return out;
 }
 
@@ -576,8 +584,10 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range) {
     if (s == "gamma")
       line(fmt::format("layers ({} files, KLD each)", e.ms.n_layer + 1), file_exists(e.W + "/layers.json"), layers_estimate(e), 0);
   }
-  // + gamma-fit and gamma-cal
-  const int n_scorers = int(o.scorers.size() + 2 * std::count(o.scorers.begin(), o.scorers.end(), "gamma"));
+  // + gamma-fit and gamma-cal, and gamma-blend with hawq
+  const bool has_gamma = std::count(o.scorers.begin(), o.scorers.end(), "gamma") > 0;
+  const bool has_hawq = std::count(o.scorers.begin(), o.scorers.end(), "hawq") > 0;
+  const int n_scorers = int(o.scorers.size()) + (has_gamma ? 2 : 0) + (has_gamma && has_hawq ? 1 : 0);
   const int variants = n_scorers * (1 + kHeadSteps) * (o.max_kld > 0 ? 8 : 1);
   const double vtok = double(e.valid_chunks) * o.eval_ctx, rtok = double(o.eval_chunks) * o.eval_ctx;
   const uint64_t file = range.max / 2 + range.min / 2;

@@ -1,6 +1,8 @@
 #include "solve/scores.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "util/json.h"
 
@@ -133,6 +135,35 @@ Status Scores::transform(const std::string& how, const Manifest& m) {
     }
   }
   method += "/" + how;
+  return Status::ok();
+}
+
+Status Scores::blend(const Scores& other) {
+  if (!model_fingerprint.empty() && !other.model_fingerprint.empty() && model_fingerprint != other.model_fingerprint)
+    return Status::errorf("--blend: {} and {} score different models", source, other.source);
+  auto costs = [](const std::map<std::string, double>& row) {
+    double best = -std::numeric_limits<double>::infinity();
+    for (const auto& [cand, v] : row) best = std::max(best, v);
+    std::map<std::string, double> c;
+    for (const auto& [cand, v] : row) c[cand] = best - v;
+    return c;
+  };
+  for (auto& [name, row] : score) {
+    auto it = other.score.find(name);
+    if (it == other.score.end()) return Status::errorf("--blend: {} gives no score for module {}", other.source, name);
+    std::map<std::string, double> both;
+    for (const auto& [cand, v] : row)
+      if (it->second.count(cand)) both[cand] = v;
+    if (both.empty())
+      return Status::errorf("--blend: {} and {} share no candidate of module {}", source, other.source, name);
+    std::map<std::string, double> theirs;
+    for (const auto& cand : both) theirs[cand.first] = it->second.at(cand.first);
+    const auto ca = costs(both), cb = costs(theirs);
+    row.clear();
+    for (const auto& [cand, a] : ca) row[cand] = -std::sqrt(a * cb.at(cand));
+    p.erase(name);
+  }
+  method += "+blend(" + other.method + ")";
   return Status::ok();
 }
 

@@ -53,6 +53,14 @@ struct Scores {
   // intercept): the measured sensitivity without the measurement noise. "score": unchanged.
   Status transform(const std::string& how, const Manifest& m);
 
+  // --blend OTHER: each candidate's cost becomes the geometric mean of the two scorers' costs,
+  // each a cost above its module's best candidate (-score + max score of the module, so >= 0).
+  // Two noisy estimates of the same loss change (Stage I's measured one, HAWQ-V2's predicted
+  // one) agree better than either alone where the choices are close; the geometric mean
+  // needs neither's units. A candidate OTHER does not score is no longer a choice; a module
+  // OTHER does not score, or one left without a candidate, is refused.
+  Status blend(const Scores& other);
+
   // Checks the scores against the pool: same model, no module or candidate the pool lacks,
   // every pool module scored. A pool candidate without a score is simply not a choice;
   // `unscored` counts those.
