@@ -246,7 +246,7 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
   }
   // Stage I's fitted deltas blended with HAWQ-V2's predictions (gamma solve --blend, the
   // geometric mean of the two costs): on Qwen, where the two tie alone (IQ3_XS and up), the
-  // blend is below both on validation (results/iq_qwen/goal_table.md).
+  // blend is below HAWQ-V2 in 6 of 12 test cells, GAMMA alone in 3 (results/iq_qwen/goal_table.md).
   if (!hawq_file.empty() && !gamma_file.empty())
     out.push_back({"gamma-blend", {"--scores", gamma_file, "--transform", "delta-fit", "--blend", hawq_file}});
   return out;

@@ -151,14 +151,12 @@ Status Scores::blend(const Scores& other) {
   for (auto& [name, row] : score) {
     auto it = other.score.find(name);
     if (it == other.score.end()) return Status::errorf("--blend: {} gives no score for module {}", other.source, name);
-    std::map<std::string, double> both;
+    std::map<std::string, double> mine, theirs;  // the candidates both score
     for (const auto& [cand, v] : row)
-      if (it->second.count(cand)) both[cand] = v;
-    if (both.empty())
+      if (auto t = it->second.find(cand); t != it->second.end()) mine[cand] = v, theirs[cand] = t->second;
+    if (mine.empty())
       return Status::errorf("--blend: {} and {} share no candidate of module {}", source, other.source, name);
-    std::map<std::string, double> theirs;
-    for (const auto& cand : both) theirs[cand.first] = it->second.at(cand.first);
-    const auto ca = costs(both), cb = costs(theirs);
+    const auto ca = costs(mine), cb = costs(theirs);
     row.clear();
     for (const auto& [cand, a] : ca) row[cand] = -std::sqrt(a * cb.at(cand));
     p.erase(name);
