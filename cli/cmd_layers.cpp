@@ -21,6 +21,7 @@ void add_layers(CLI::App& app) {
   c->add_option("--kld-base", o->kld_base, "the teacher's log-probs on --calib (default OUT.teacher.kld; written once)");
   c->add_option("--low", o->low, "the candidate each layer is taken to (auto: Q2_K where a module has it, else the module's cheapest; a module without it stays at the source's type)")
       ->capture_default_str();
+  c->add_option("--head", o->heads, "TENSOR=TYPE[,TYPE...]: also measure this non-linear tensor (output.weight, token_embd.weight) alone at each TYPE, the rest at the source's types (for gamma solve --choose-head)");
   c->add_option("-c,--ctx", o->n_ctx, "tokens per chunk")->capture_default_str();
   c->add_option("--chunks", o->chunks, "chunks of --calib per file")->capture_default_str();
   c->add_option("--tmp-dir", o->tmp_dir, "where each layer's GGUF is written and evaluated (default: OUT's directory)");
@@ -39,6 +40,11 @@ void add_layers(CLI::App& app) {
     fmt::print("{}: {} layers at {} (base KLD {:.6f}; each layer adds {:.6f} to {:.6f}); {} files evaluated{} in {:.0f} s\n",
                o->out, s.kld.size(), fmt::join(lows, "/"), s.base_kld, lo, hi, r.measured,
                r.resumed_from >= 0 ? fmt::format(" (resumed after {})", r.resumed_from) : "", r.seconds);
+    for (const auto& [tensor, row] : s.head_kld) {
+      std::vector<std::string> parts;
+      for (const auto& [type, k] : row) parts.push_back(fmt::format("{} {:+.6f}", type, k - s.base_kld));
+      fmt::print("  {} (source {}): {}\n", tensor, s.head_ref.at(tensor), fmt::join(parts, ", "));
+    }
   });
 }
 

@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "cli/command.h"
 #include "solve/allocate.h"
 #include "solve/budget.h"
 #include "solve/fill.h"
+#include "solve/head_choice.h"
 #include "solve/layer_scale.h"
 #include "util/files.h"
 
@@ -24,6 +26,7 @@ struct SolveOpts {
   std::string transform = "score";
   std::string layer_scale;
   std::string blend;
+  std::string choose_head;
 };
 
 void report(const solve::Allocation& a, const std::string& path, bool require_optimal) {
@@ -52,6 +55,8 @@ void run_solve(const SolveOpts& o) {
   if (!(o.time_limit > 0)) throw Failure("--time-limit must be positive");
   if (o.fill != 0 && !(o.fill > 0 && o.fill <= 1)) throw Failure("--fill must be in (0, 1]");
   if (o.fill > 0 && !o.sweep.empty()) throw Failure("--fill takes one budget (--bpw or --size), not --sweep");
+  if (!o.choose_head.empty() && o.size.empty()) throw Failure("--choose-head takes a file-size budget (--size): a --bpw budget does not pay for the head");
+  if (!o.choose_head.empty() && o.fill > 0) throw Failure("--choose-head and --fill do not combine");
 
   // Everything is parsed and checked before anything is solved or written.
   solve::Budget budget;
@@ -94,6 +99,8 @@ void run_solve(const SolveOpts& o) {
     const auto ls = value_or_fail(solve::LayerSensitivity::load(o.layer_scale));
     fail_if(solve::scale_by_layer(scores, ls, m, &split_layers));
   }
+  std::optional<solve::LayerSensitivity> heads;
+  if (!o.choose_head.empty()) heads = value_or_fail(solve::LayerSensitivity::load(o.choose_head));
   solve::KnapsackOptions kopt;
   kopt.max_seconds = o.time_limit;
   const solve::Scores scores_copy = scores;  // --fill re-weights copies
@@ -106,8 +113,12 @@ void run_solve(const SolveOpts& o) {
   };
   if (sweep.empty()) {
     double kappa = 0;
-    solve::Allocation a = o.fill > 0 ? value_or_fail(solve::solve_filled(m, scores_copy, cs, kopt, fixed, budget, o.fill, &kappa))
-                                     : value_or_fail(alloc.solve(budget));
+    json head_info;
+    solve::Allocation a =
+        heads ? value_or_fail(solve::solve_choosing_head(m, scores_copy, cs, kopt, fixed, budget, *heads, &head_info))
+        : o.fill > 0 ? value_or_fail(solve::solve_filled(m, scores_copy, cs, kopt, fixed, budget, o.fill, &kappa))
+                     : value_or_fail(alloc.solve(budget));
+    if (heads) a.plan.info["choose_head"] = head_info;
     if (o.fill > 0) a.plan.info["fill"] = {{"fraction", o.fill}, {"kappa", kappa}};
     if (o.transform != "score") a.plan.info["transform"] = o.transform;
     if (o.transform == "delta-fit") a.plan.info["delta_fit_raw_modules"] = fit_fallbacks;
@@ -159,6 +170,7 @@ void add_solve(CLI::App& app) {
   c->add_option("--transform", o->transform, "score, log, size-log, delta or delta-fit: solve on log p or size-weighted log p of probability scores (Stage I's p), on -delta, Stage I's measured loss change (gamma learn --measure-every), or on delta-fit, each module's measured deltas fitted as a line in the pool's rel_err (the slope is the module's sensitivity)")->capture_default_str();
   c->add_option("--blend", o->blend, "SCORES.json of a second scorer (e.g. gamma hawq): after --transform, each candidate's cost is the geometric mean of the two scorers' costs above their module's best candidate");
   c->add_option("--layer-scale", o->layer_scale, "LAYERS.json (gamma layers): after --transform, rescale each layer's scores so that taking it from the source's types to the measured low type costs its measured KLD");
+  c->add_option("--choose-head", o->choose_head, "LAYERS.json (gamma layers --head): choose the output head and embedding among the types it measured, each combination solved exactly, the least predicted KLD kept (its measured cost plus the body's scores in KLD units, by the same file's layers); with --size");
   c->add_option("--fill", o->fill, "spend at least this fraction of the budget (e.g. 0.995): scores reused away from their learned target");
   c->add_flag("--require-optimal", o->require_optimal, "fail (write nothing) unless every plan is proven optimal");
   c->add_option("-o,--output", o->out, "plan JSON to write (a directory with --sweep)")->required();

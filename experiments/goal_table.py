@@ -11,15 +11,17 @@ The blend (gammab*: gamma solve --blend, Stage I's deltas with HAWQ-V2's) is not
 has its own column and verdict.
 "Below" means below on both test texts; "tie" means within one standard error (the larger of the
 two) on a text where it is not below.
+Paired columns (where both files' evals carry kld.chunk_means, experiments/paired_evals.sh): the
+mean over the 16 test chunks of (GAMMA's chunk KLD - HAWQ-V2's) with its standard error, which
+cancels what the chunks share (their difficulty); |mean| > 2 errors is marked as a difference.
 
   goal_table.py results/iq_qwen [-o results/iq_qwen/goal_table.md]
 """
-import argparse
 import glob
 import json
 import os
 
-from table_out import emit_table
+from table_out import dir_and_out, emit_table
 
 # GAMMA's variants over the full pool: Stage I runs (gammad*, not the binary / ternary candidate
 # sets), their layer-calibrated scores (experiments/layer_calibrate.py: *-cal) and the native
@@ -44,15 +46,38 @@ def ev(d, name, t):
     return j["kld"]["mean"], j["kld"]["stderr"]
 
 
+def chunks(d, name, t):
+    p = os.path.join(d, "evals", f"{name}.{t}.json")
+    return json.load(open(p))["kld"].get("chunk_means") if os.path.exists(p) else None
+
+
+def paired(d, a, b, t):
+    """(mean, stderr) over the chunks of a's chunk KLD - b's, or None without both chunk lists."""
+    x, y = chunks(d, a, t), chunks(d, b, t)
+    if not x or not y or len(x) != len(y):
+        return None
+    diff = [p - q for p, q in zip(x, y)]
+    n = len(diff)
+    m = sum(diff) / n
+    sd = (sum((v - m) ** 2 for v in diff) / (n - 1)) ** 0.5
+    return m, sd / n ** 0.5
+
+
+def paired_cell(p):
+    if p is None:
+        return "–"
+    m, se = p
+    mark = " **below**" if m < -2 * se else " above" if m > 2 * se else ""
+    return f"{m:+.4f} ± {se:.4f}{mark}"
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("dir")
-    ap.add_argument("-o", "--out")
-    a = ap.parse_args()
-    d = a.dir
+    d, out = dir_and_out()
     lines = ["| size | GAMMA (variant chosen on validation) | HAWQ-V2 | static proxy | llama.cpp mix | GAMMA below all on both texts? "
              "| GAMMA × HAWQ-V2 blend | blend below all? |",
              "|---|---|---|---|---|---|---|---|"]
+    plines = ["| size | GAMMA − HAWQ-V2, wiki.test | GAMMA − HAWQ-V2, python-eval | blend − HAWQ-V2, wiki.test "
+              "| blend − HAWQ-V2, python-eval |", "|---|---|---|---|---|"]
     rows = []
     for size in SIZES:
         choices = {}
@@ -89,6 +114,16 @@ def main():
             return out
         verdict = verdict_of(row["GAMMA"])
         row["verdict"] = verdict
+        pcells = []
+        for fam in ("GAMMA", "blend"):
+            for t in ("wiki", "py"):
+                p = paired(d, row[fam]["variant"], row["HAWQ-V2"]["variant"], t) if fam in row and "HAWQ-V2" in row else None
+                if p:
+                    row.setdefault("paired_vs_hawq", {}).setdefault(fam, {})[t] = {"mean": p[0], "stderr": p[1]}
+                pcells.append(paired_cell(p))
+        size_label = size.replace('bpw', '') + (' bpw' if size.startswith('bpw') else '')
+        if any(c != "–" for c in pcells):
+            plines.append(f"| {size_label} | " + " | ".join(pcells) + " |")
         if "blend" in row:
             row["blend_verdict"] = verdict_of(row["blend"])
         rows.append(row)
@@ -104,7 +139,10 @@ def main():
                      f"{'yes' if not verdict else '; '.join(verdict)} | {cell('blend')} | "
                      f"{'–' if 'blend' not in row else 'yes' if not row['blend_verdict'] else '; '.join(row['blend_verdict'])} |")
     lines += ["", "(wiki.test.raw / python-eval.txt, 16 × 512 each, KLD vs the F32 teacher; errors in the eval JSONs.)"]
-    emit_table(lines, {"schema": "gamma.goal_table", "version": 1, "rows": rows}, a.out)
+    if len(plines) > 2:
+        lines += ["", "Paired on the same 16 test chunks (mean of the per-chunk KLD difference ± its standard error; "
+                  "**below** / above: beyond 2 errors):", ""] + plines
+    emit_table(lines, {"schema": "gamma.goal_table", "version": 1, "rows": rows}, out)
 
 
 if __name__ == "__main__":

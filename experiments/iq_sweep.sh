@@ -14,7 +14,8 @@
 # The embedding and output head are choices too (solve --fixed; SmolLM2 ties them, Qwen does
 # not): each FIXED variant (LABEL:TENSOR=TYPE,...) is tried at every size, and validation KLD
 # (wiki.valid.tokens and the held-back end of python-calib.txt, VCHUNKS x 512 each) picks one
-# per allocator and size before the test texts.
+# per allocator and size before the test texts. CHOOSE_HEAD=LAYERS.json (gamma layers --head) adds
+# the variant "hc": the head chosen by the solver from its measured cost (solve --choose-head).
 # Resumable: every output is skipped when it exists; plans and evals go straight to
 # results/iq_qwen/, which is committed. PHASES picks what runs (default all, in order).
 set -euo pipefail
@@ -24,16 +25,18 @@ MODEL=${MODEL:-qwen2.5-coder-1.5b}
 case $MODEL in
   qwen2.5-coder-1.5b) tag=qwen; title="Qwen2.5-Coder-1.5B Q4_K_M"
     FIXED=${FIXED:-"o6e4:output.weight=Q6_K,token_embd.weight=Q4_K o5e4:output.weight=Q5_K,token_embd.weight=Q4_K o6e3:output.weight=Q6_K,token_embd.weight=IQ3_S"}
-    DEF_MIXES="IQ3_M Q3_K_M IQ2_XS IQ2_M IQ3_XXS IQ3_S IQ4_XS IQ4_NL Q2_K Q3_K_S Q3_K_L Q4_K_S" ;;
+    DEF_MIXES="IQ3_M Q3_K_M IQ2_XS IQ2_M IQ3_XXS IQ3_S IQ4_XS IQ4_NL Q2_K Q3_K_S Q3_K_L Q4_K_S"
+    HEADS="output.weight=Q3_K,IQ4_XS,Q4_K,Q5_K token_embd.weight=Q2_K,Q3_K,IQ3_S,IQ4_XS" ;;
   smollm2-135m) tag=smollm2; title="SmolLM2-135M-Instruct Q4_1"
     FIXED=${FIXED:-"eQ8_0:token_embd.weight=Q8_0 eQ5_1:token_embd.weight=Q5_1"}
-    DEF_MIXES="IQ4_NL Q4_0 Q3_K_M IQ3_M" ;;
+    DEF_MIXES="IQ4_NL Q4_0 Q3_K_M IQ3_M"
+    HEADS="token_embd.weight=Q4_1,Q5_1,Q8_0" ;;
   *) echo "MODEL must be qwen2.5-coder-1.5b or smollm2-135m" >&2; exit 2 ;;
 esac
 W=${WORK:-/tmp/gamma-$tag}; R=$root/results/iq_$tag
 mkdir -p $W/mixes $W/models $W/scores $R/plans $R/evals
 T=${THREADS:-2}; CH=${CHUNKS:-16}
-PHASES=${PHASES:-"teacher imatrix pool table mixes hawq learn layers sizes"}
+PHASES=${PHASES:-"teacher imatrix pool table mixes hawq learn layers heads sizes"}
 ALLOCS=${ALLOCS:-"static hawq gammad gamma"}
 ALL_TYPES=IQ2_XXS,IQ2_XS,IQ2_S,Q2_K,IQ3_XXS,IQ3_S,Q3_K,IQ4_XS,IQ4_NL,Q4_0,Q4_K,Q4_1,Q5_0,Q5_K,Q5_1,Q6_K,Q8_0
 MIXES=${MIXES:-$DEF_MIXES}
@@ -47,6 +50,8 @@ src=$($G fetch $MODEL)
 
 if has teacher && [ ! -f $TEACHER ]; then log "teacher"; $G dequantize "$src" -o $TEACHER --type f32; fi
 { head -c 40000 $txt/war-and-peace.txt; echo; head -c 36000 $txt/python-calib.txt; } > $W/calib-mix.txt
+# Stage I's and gamma layers' calibration text (never test or validation text).
+{ head -c 100000 $txt/war-and-peace.txt; echo; head -c 100000 $txt/python-calib.txt; } > $W/calib-learn.txt
 if has imatrix && [ ! -f $IMX ]; then
   log "imatrix (prose + code calibration)"
   t0=$(now)
@@ -158,7 +163,6 @@ if has learn && [ ! -f $R/$GNAME.json ]; then
     INIT_ARGS="--init-plan $R/plans/init-$GNAME.json"
   fi
   log "gamma learn ($LEARN_STEPS steps at $GAMMA_BPW bpw${GAMMA_INIT:+, from $GAMMA_INIT})"
-  { head -c 100000 $txt/war-and-peace.txt; echo; head -c 100000 $txt/python-calib.txt; } > $W/calib-learn.txt
   GAMMA_PROGRESS=1 $G learn $LPOOL --teacher $TEACHER --calib $W/calib-learn.txt \
     --calib-tokens $CALIB_TOKENS --seq-len 256 --seqs 4 --bpw $GAMMA_BPW --steps $LEARN_STEPS --layers-per-step 1 \
     --estimator st --forcing sublayer --visit-steps $VISIT --measure-every $MEASURE --lr 0.05 --tau 1 --tau-end 0.05 \
@@ -176,6 +180,18 @@ if has layers; then
     $G layers $POOL_AUTO --teacher $TEACHER --calib $W/calib-learn.txt -c 512 --chunks 4 --low $low \
       --kld-base $W/kld-base-calib-4.bin --tmp-dir /dev/shm -t $T -o $R/layers-$low.json
   done
+fi
+# Head costs: the layers at HEAD_LOW (default IQ3_S) again, and each head tensor alone at each of
+# HEADS' types, the rest at the source's (gamma layers --head), for the "hc" variant: CHOOSE_HEAD=
+# $R/layers-HEAD_LOW-heads.json.
+if has heads; then
+  low=${HEAD_LOW:-IQ3_S}
+  if [ ! -f $R/layers-$low-heads.json ]; then
+    log "gamma layers at $low with the head's types"
+    $G layers $POOL_AUTO --teacher $TEACHER --calib $W/calib-learn.txt -c 512 --chunks 4 --low $low \
+      $(for h in $HEADS; do echo --head $h; done) --kld-base $W/kld-base-calib-4.bin --tmp-dir /dev/shm -t $T \
+      -o $R/layers-$low-heads.json
+  fi
 fi
 # 3. Every allocator at each mix's file size (and at each of BPWS): one plan per tied-embedding type, the one with
 # the lowest validation KLD (both texts, summed) evaluated on the test texts.
@@ -203,6 +219,8 @@ mix_bytes() {
   fi
 }
 SIZES="$MIXES $(for b in ${BPWS:-}; do echo bpw$b; done)"
+[ -n "${CHOOSE_HEAD:-}" ] && FIXED="$FIXED hc:choose"
+head_args() { if [ "$1" = choose ]; then echo --choose-head $CHOOSE_HEAD; else for f in ${1//,/ }; do echo --fixed $f; done; fi; }
 if has sizes; then
   for m in $SIZES; do
     [[ $m == bpw* ]] || [ -f $R/evals/llama-$m.wiki.json ] || continue
@@ -238,24 +256,54 @@ if has sizes; then
             if [ $tr = delta ]; then vlabel+=("${v%%:*}"); else vlabel+=("fit-${v%%:*}"); fi
           done
         else vargs+=("$args"); vlabel+=("${v%%:*}"); vspec+=("${v#*:}"); fi
-        if [[ " ${K_ALLOCS:-} " == *" $a "* ]] && [[ ${v#*:} != *IQ* ]]; then
+        if [[ " ${K_ALLOCS:-} " == *" $a "* ]] && [[ ${v#*:} != *IQ* ]] && [[ ${v#*:} != choose ]]; then
           vargs+=("$args --allow .*=Q2_K,Q3_K,Q4_K,Q5_K,Q6_K"); vlabel+=("k-${v%%:*}"); vspec+=("${v#*:}")
         fi
       done
       best=""; bestk=""; nv=${#vargs[@]}
       for i in "${!vargs[@]}"; do
         n=$a-size-$m-${vlabel[$i]}; spec=${vspec[$i]}
-        [ -f $R/plans/$n.json ] || $G solve --pool $pool ${vargs[$i]} --size $sz $(for f in ${spec//,/ }; do echo --fixed $f; done) \
+        [ -f $R/plans/$n.json ] || $G solve --pool $pool ${vargs[$i]} --size $sz $(head_args $spec) \
           -o $R/plans/$n.json > /dev/null
         # One variant (a head fixed from the validation choices at the neighbouring sizes): nothing
         # to choose, so no validation evals.
         # VALIDATE=1 measures it anyway (to compare allocators on validation).
         if [ $nv = 1 ] && [ -z "${VALIDATE:-}" ]; then best=$n; bestk="none (one variant)"; break; fi
+        # A plan equal to one measured already (e.g. the head the solver chose is a FIXED one): the
+        # same file, so its evals are that file's.
+        [ -f $R/evals/$n.wv.json ] || python3 -c "
+import glob, json, os, shutil, sys
+R, a, m, n = sys.argv[1:5]
+key = lambda p: (json.load(open(p))['modules'], json.load(open(p))['fixed'])
+mine = key(f'{R}/plans/{n}.json')
+for p in glob.glob(f'{R}/plans/{a}-size-{m}-*.json'):
+    o = os.path.basename(p)[:-5]
+    if o != n and all(os.path.exists(f'{R}/evals/{o}.{t}.json') for t in ('wv', 'pv')) and key(p) == mine:
+        for t in ('wv', 'pv', 'wiki', 'py'):
+            if os.path.exists(f'{R}/evals/{o}.{t}.json'):
+                shutil.copy(f'{R}/evals/{o}.{t}.json', f'{R}/evals/{n}.{t}.json')
+        print(f'{n}: the same file as {o}', file=sys.stderr)
+        break" $R $a $m $n
         [ -f $R/evals/$n.wv.json ] && [ -f $R/evals/$n.pv.json ] || $G emit $pool $R/plans/$n.json -o $W/models/$n.gguf > /dev/null
         k=$(valid_kld $W/models/$n.gguf $n)
         rm -f $W/models/$n.gguf
         if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $k < $bestk else 1)"; then best=$n; bestk=$k; fi
       done
+      # Validation picks among every variant of this allocator measured at this size, this run's
+      # and earlier runs' (FIXED may name only the new ones).
+      if [ "$bestk" != "none (one variant)" ]; then
+        read best bestk < <(python3 -c "
+import glob, json, os, sys
+R, pre = sys.argv[1:3]
+best = None
+for wv in glob.glob(f'{R}/evals/{pre}*.wv.json'):
+    n = os.path.basename(wv)[:-8]
+    pv = f'{R}/evals/{n}.pv.json'
+    if os.path.exists(pv) and os.path.exists(f'{R}/plans/{n}.json'):
+        k = sum(json.load(open(f))['kld']['mean'] for f in (wv, pv))
+        best = min(best, (k, n)) if best else (k, n)
+print(best[1], best[0])" $R $a-size-$m-)
+      fi
       log "$a at $m size: $best (validation KLD sum $bestk)"
       echo "$best" > $R/plans/$a-size-$m.choice
       if [ ! -f $R/evals/$best.py.json ]; then

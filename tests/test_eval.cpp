@@ -187,6 +187,13 @@ TEST(EvalKld, LargerCacheServesFewerChunksLikeSideBySide) {
   EXPECT_DOUBLE_EQ(c["kld"]["mean"].get<double>(), s["kld"]["mean"].get<double>());
   EXPECT_DOUBLE_EQ(c["kld"]["top1"].get<double>(), s["kld"]["top1"].get<double>());
   EXPECT_DOUBLE_EQ(c["perplexity"]["ppl"].get<double>(), s["perplexity"]["ppl"].get<double>());
+  // Each chunk's mean, for paired comparisons: one per chunk, the same either way, and (every
+  // chunk scores as many tokens) averaging to the whole mean.
+  ASSERT_EQ(c["kld"]["chunk_means"].size(), 30u);
+  EXPECT_EQ(c["kld"]["chunk_means"], s["kld"]["chunk_means"]);
+  double sum = 0;
+  for (const auto& v : c["kld"]["chunk_means"]) sum += v.get<double>();
+  EXPECT_NEAR(sum / 30, c["kld"]["mean"].get<double>(), 1e-6 * c["kld"]["mean"].get<double>());
   // Q8_0 is close to F32: small but non-zero divergence, high agreement.
   EXPECT_GT(c["kld"]["mean"].get<double>(), 0.0);
   EXPECT_LT(c["kld"]["mean"].get<double>(), 0.01);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <tuple>
 
 #include <gtest/gtest.h>
@@ -222,7 +223,8 @@ TEST(EvalTasksLib, PackedScoringEqualsDirectScoring) {
 TEST(EvalResultFormat, RoundTripsFilesOfEarlierVersions) {
   const std::string repo = std::filesystem::path(__FILE__).parent_path().parent_path().string();
   for (const char* f : {"results/iq_qwen/evals/llama-IQ3_XS.wiki.json", "results/sweep_qwen/evals/gammasl-size-Q4_K_M.mc100.json",
-                        "results/zeroshot_qwen/evals/teacher.boolq.json"}) {  // the last with per-item results
+                        "results/zeroshot_qwen/evals/teacher.boolq.json",  // with per-item results
+                        "results/iq_qwen/evals/gammad-size-Q3_K_S-fit-hc.wv.json"}) {  // with per-chunk KLD
     const std::string path = repo + "/" + f;
     if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
     auto r = EvalResult::load(path);
@@ -236,6 +238,12 @@ TEST(EvalResultFormat, RoundTripsFilesOfEarlierVersions) {
   ASSERT_TRUE(kl.kld && kl.kld->mean && kl.perplexity && kl.settings.text);
   EXPECT_GT(*kl.kld->mean, 0.0);
   EXPECT_FALSE(kl.tasks);
+  const EvalResult pc = EvalResult::load(repo + "/results/iq_qwen/evals/gammad-size-Q3_K_S-fit-hc.wv.json").value();
+  ASSERT_TRUE(pc.kld && pc.kld->chunk_means && pc.settings.chunks);
+  EXPECT_EQ(pc.kld->chunk_means->size(), *pc.settings.chunks);
+  EXPECT_NEAR(std::accumulate(pc.kld->chunk_means->begin(), pc.kld->chunk_means->end(), 0.0) / double(*pc.settings.chunks),
+              *pc.kld->mean, 1e-6 * *pc.kld->mean);
+  EXPECT_FALSE(kl.kld->chunk_means);  // written by earlier gammas: absent, and written back absent
   const EvalResult zs = EvalResult::load(repo + "/results/zeroshot_qwen/evals/teacher.boolq.json").value();
   const EvalResult::Task* bq = zs.task("boolq");
   ASSERT_TRUE(bq && bq->correct && bq->n && bq->acc);
@@ -253,6 +261,7 @@ TEST(EvalResultFormat, BadFieldIsCorruptAndNamed) {
                                     {"/kld/delta_p/mean", json(true), "field 'kld.delta_p.mean' is not a number"},
                                     {"/model/file_bytes", json(-5), "field 'model.file_bytes' is negative"},
                                     {"/model/path", json(3), "field 'model.path' is not a string"},
+                                    {"/kld/chunk_means", json::array({0.1, "x"}), "field 'kld.chunk_means' holds an element that is not a finite number"},
                                     {"/tasks", json(1), "field 'tasks' is not an object"}}) {
     json b = j;
     b[json::json_pointer(field)] = bad;

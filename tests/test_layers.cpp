@@ -172,3 +172,90 @@ TEST(Layers, AutoTakesQ2KWhereAModuleHasItElseItsCheapest) {
   ref.clear(), low.clear();
   EXPECT_FALSE(gm::layers::pick_candidates(m, "Q8_0", &ref, &low).is_ok());  // above every reference
 }
+
+// --head measures each listed type of a non-linear tensor alone (the rest at the source's types),
+// and gamma solve --choose-head solves every combination of the measured types exactly and keeps
+// the least predicted KLD: the body's scores put in KLD units by the same file's layers, plus the
+// head's measured cost.
+TEST(Layers, HeadTypesAreMeasuredAloneAndSolveChoosesTheLeastPredictedKld) {
+  Fixture f;
+  const std::string out = f.d / "layers.json";
+  auto r = gamma(f.layers(out, "--head output.weight=Q4_0,Q8_0 --head token_embd.weight=Q4_0"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto ls = gm::solve::LayerSensitivity::load(out);
+  auto m = gm::Manifest::load(f.pool);
+  ASSERT_TRUE(ls.is_ok() && m.is_ok()) << ls.status().message();
+  ASSERT_EQ(ls->head_ref, (std::map<std::string, std::string>{{"output.weight", "F32"}, {"token_embd.weight", "F32"}}));
+  EXPECT_EQ(ls->head_kld.at("output.weight").size(), 3u);  // Q4_0, Q8_0 and the source's F32 (the base file)
+  EXPECT_EQ(ls->head_kld.at("output.weight").at("F32"), ls->base_kld);
+  gm::Plan p;
+  p.model_fingerprint = m->model_fingerprint;
+  p.modules = ls->ref;
+  for (const auto& t : m->fixed) p.fixed[t.name] = t.source_type;
+  p.fixed["output.weight"] = "Q4_0";
+  EXPECT_NEAR(ls->head_kld.at("output.weight").at("Q4_0"), f.kld_of(p, f.d / "out-q4"), 1e-12);
+  EXPECT_GT(ls->head_kld.at("output.weight").at("Q4_0"), ls->head_kld.at("output.weight").at("Q8_0"));
+
+  // A budget where every combination fits (the all-F32 one's smallest file is ~486 KB).
+  const std::string plan = f.d / "plan.json";
+  const std::string solve = "solve " + f.pool + " --score-from-manifest --size 520000 ";
+  r = gamma(solve + "--choose-head " + out + " -o " + plan);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto chosen = gm::Plan::load(plan);
+  ASSERT_TRUE(chosen.is_ok());
+  const gm::json& info = chosen->info.at("choose_head");
+  ASSERT_EQ(info.at("options").size(), 6u);  // {F32, Q4_0, Q8_0} x {F32, Q4_0}
+  // The scores in KLD units layer by layer: each layer's -rel_err times its measured change over
+  // what -rel_err says taking it to the low candidates costs (every layer's change is above 0 here).
+  auto rel = [&](const std::string& name, const std::string& id) { return m->find(name)->find(id)->rel_err; };
+  std::map<int, double> said;
+  for (const auto& [name, ref] : ls->ref) said[m->find(name)->layer] += rel(name, ls->low.at(name)) - rel(name, ref);
+  auto scale = [&](const std::string& name) {
+    const int l = m->find(name)->layer;
+    return (ls->kld.at(l) - ls->base_kld) / said.at(l);
+  };
+  EXPECT_NEAR(info.at("kld_per_score").get<double>(), 1.0, 1e-9);
+  const gm::json* best = nullptr;
+  for (const auto& o : info.at("options")) {
+    ASSERT_TRUE(o.contains("total_kld")) << o.dump();
+    if (!best || o.at("total_kld").get<double>() < best->at("total_kld").get<double>()) best = &o;
+  }
+  for (const char* t : {"output.weight", "token_embd.weight"})
+    EXPECT_EQ(chosen->fixed.at(t), best->at("types").at(t).get<std::string>()) << t;
+  // The chosen plan is the plain solve with those types fixed; its predicted KLD is the head's
+  // measured cost plus the layer-scaled body's loss above the source's types, the body solved with
+  // that head on the layer-scaled scores (gamma solve --layer-scale).
+  const std::string fx = " --fixed output.weight=" + chosen->fixed.at("output.weight") +
+                         " --fixed token_embd.weight=" + chosen->fixed.at("token_embd.weight");
+  const std::string plain = f.d / "plain.json", scaled = f.d / "scaled.json";
+  ASSERT_EQ(gamma(solve + fx + " -o " + plain).exit_code, 0);
+  EXPECT_EQ(gm::Plan::load(plain)->modules, chosen->modules);
+  ASSERT_EQ(gamma(solve + fx + " --layer-scale " + out + " -o " + scaled).exit_code, 0);
+  double body = 0, head = 0;
+  const auto scaled_plan = gm::Plan::load(scaled);
+  ASSERT_TRUE(scaled_plan.is_ok());
+  for (const auto& [name, id] : scaled_plan->modules)
+    body += scale(name) * (rel(name, id) - rel(name, ls->ref.at(name)));
+  for (const char* t : {"output.weight", "token_embd.weight"})
+    head += std::max(0.0, ls->head_kld.at(t).at(chosen->fixed.at(t)) - ls->base_kld);
+  EXPECT_NEAR(info.at("predicted_kld").get<double>(), body + head, 1e-9);
+
+  // Refused in one line, nothing written: a bpw budget (it does not pay for the head), a layers
+  // file without heads, a tensor the model lacks, a type the tensor cannot hold.
+  ASSERT_EQ(gamma(f.layers(f.d / "nohead.json")).exit_code, 0);
+  const std::string bad = f.d / "bad.json";
+  const std::pair<std::string, std::string> cases[] = {
+      {"solve " + f.pool + " --score-from-manifest --bpw 6 --choose-head " + out + " -o " + bad, "--choose-head takes a file-size budget"},
+      {solve + "--choose-head " + (f.d / "nohead.json") + " -o " + bad, "measured no head tensor"},
+      {f.layers(bad, "--head nope.weight=Q4_0"), "'nope.weight' is not a non-linear tensor of this model"},
+      {f.layers(bad, "--head output.weight=Q4_0,,Q8_0"), "an empty type"},
+      {f.layers(bad, "--head output.weight=IQ4_XS"), "cannot hold type IQ4_XS"},
+  };
+  for (const auto& [args, expect] : cases) {
+    r = gamma(args);
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(expect), std::string::npos) << args << "\n" << r.output;
+    EXPECT_FALSE(fs::exists(bad)) << args;
+  }
+}

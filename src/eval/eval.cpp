@@ -77,6 +77,7 @@ EvalResult::Kld kld_result(const KldStats& k) {
   r.mean = k.kld_mean, r.mean_stderr = k.kld_stderr, r.median = k.kld_median;
   r.p90 = k.kld_p90, r.p95 = k.kld_p95, r.p99 = k.kld_p99, r.p99_9 = k.kld_p999, r.max = k.kld_max, r.min = k.kld_min;
   r.top1 = k.top1, r.top1_stderr = k.top1_stderr;
+  if (!k.chunk_means.empty()) r.chunk_means = k.chunk_means;
   r.delta_p = {k.dp_mean, k.dp_stderr, k.dp_rms, k.dp_rms_stderr, k.dp_median, k.dp_p1, k.dp_p99, k.dp_min, k.dp_max};
   r.ppl = k.ppl_q, r.ppl_stderr = k.ppl_q_stderr, r.ppl_base = k.ppl_base, r.ppl_base_stderr = k.ppl_base_stderr;
   r.ln_ppl_ratio = k.ln_ppl_ratio, r.ln_ppl_ratio_stderr = k.ln_ppl_ratio_stderr;

@@ -307,7 +307,10 @@ Result<TextEvalResult> eval_text(const llama::LlamaModel& model, const std::vect
   TextEvalResult res;
   res.n_chunks = n_chunks;
   if (kl) {
+    std::vector<double> chunk_means(size_t(n_chunks), 0.0);
+    for (size_t v = 0; v < kld_values.size(); ++v) chunk_means[v / size_t(scored)] += kld_values[v] / double(scored);
     res.kld = kld_stats(kld, std::move(kld_values), std::move(p_diff_values));
+    res.kld->chunk_means = std::move(chunk_means);
     // In a KL pass llama-perplexity's PPL(Q) comes from the same rows; report that figure.
     res.ppl.ppl = res.kld->ppl_q;
     res.ppl.ppl_stderr = res.kld->ppl_q_stderr;

@@ -50,6 +50,7 @@ struct KldStats {
          dp_median = 0, dp_p25 = 0, dp_p10 = 0, dp_p5 = 0, dp_p1 = 0, dp_p01 = 0, dp_min = 0;
   double dp_rms = 0, dp_rms_stderr = 0;
   double top1 = 0, top1_stderr = 0;  // "Same top p": argmax agreement with the base
+  std::vector<double> chunk_means;    // each chunk's mean KLD, in chunk order
 };
 
 // Where a KL pass gets the base (teacher) log-probs of each chunk: a llama-perplexity base

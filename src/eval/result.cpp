@@ -37,12 +37,13 @@ void delta_p_fields(D& d, F&& f) {
   f("median", d.median), f("p1", d.p1), f("p99", d.p99), f("min", d.min), f("max", d.max);
 }
 
-template <typename K, typename F>
-void kld_tail_fields(K& k, F&& f) {
+template <typename K, typename F, typename G>
+void kld_tail_fields(K& k, F&& f, G&& added) {
   f("ppl", k.ppl), f("ppl_stderr", k.ppl_stderr), f("ppl_base", k.ppl_base), f("ppl_base_stderr", k.ppl_base_stderr);
   f("ln_ppl_ratio", k.ln_ppl_ratio), f("ln_ppl_ratio_stderr", k.ln_ppl_ratio_stderr), f("ppl_ratio", k.ppl_ratio);
   f("ppl_ratio_stderr", k.ppl_ratio_stderr), f("ppl_diff", k.ppl_diff), f("ppl_diff_stderr", k.ppl_diff_stderr);
   f("ln_ppl_correlation", k.ln_ppl_correlation), f("base_file", k.base_file), f("base_reused", k.base_reused);
+  added("chunk_means", k.chunk_means);
 }
 
 // `added` takes the fields that came after version 1 was published (written only where set, so
@@ -100,7 +101,7 @@ json EvalResult::to_json() const {
     json& k = j["kld"] = json::object();
     kld_head_fields(*kld, Write{k});
     delta_p_fields(kld->delta_p, Write{k["delta_p"] = json::object()});
-    kld_tail_fields(*kld, Write{k});
+    kld_tail_fields(*kld, Write{k}, WriteIfSet{k});
   }
   if (tasks) {
     json& t = j["tasks"] = json::object();
@@ -135,7 +136,7 @@ Result<EvalResult> EvalResult::from_json(const json& j) {
     Kld& kld = e.kld.emplace();
     kld_head_fields(kld, Read{k});
     delta_p_fields(kld.delta_p, Read{k.object("delta_p")});
-    kld_tail_fields(kld, Read{k});
+    kld_tail_fields(kld, Read{k}, Read{k});
   }
   if (const FieldReader t = r.object("tasks"); t.present()) {
     e.tasks.emplace();

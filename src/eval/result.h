@@ -51,6 +51,9 @@ struct EvalResult {
         ppl_ratio_stderr, ppl_diff, ppl_diff_stderr, ln_ppl_correlation;
     Opt<std::string> base_file;  // unset: the teacher ran side by side and nothing was saved
     Opt<bool> base_reused;
+    // Each chunk's mean KLD, in chunk order (added after v1): two files evaluated on the same
+    // chunks are compared pair by pair, which cancels the chunks' own difficulty.
+    Opt<std::vector<double>> chunk_means;
   };
   struct Task {
     std::string name;

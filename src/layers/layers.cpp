@@ -1,10 +1,12 @@
 #include "layers/layers.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <set>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -28,6 +30,27 @@ Status check_options(const LayersOptions& o) {
   if (!file_exists(o.teacher)) return Status::errorf("--teacher {} does not exist", o.teacher);
   GAMMA_RETURN_IF_ERROR(check_text_file(o.text, "--calib"));
   return check_writable_dir(o.out);
+}
+
+// --head TENSOR=TYPE[,TYPE...] -> tensor -> types, each checked against the model's tensor.
+Status parse_heads(const Manifest& m, const std::vector<std::string>& specs, std::map<std::string, std::vector<std::string>>* out) {
+  for (const auto& spec : specs) {
+    const auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      return Status::errorf("--head '{}': expected TENSOR=TYPE[,TYPE...], e.g. output.weight=Q4_K,Q5_K", spec);
+    const std::string tensor = spec.substr(0, eq);
+    auto& types = (*out)[tensor];
+    std::string rest = spec.substr(eq + 1);
+    for (size_t p = 0; p <= rest.size();) {
+      const size_t c = std::min(rest.find(',', p), rest.size());
+      const std::string t = rest.substr(p, c - p);
+      if (t.empty()) return Status::errorf("--head '{}': an empty type", spec);
+      GAMMA_RETURN_IF_ERROR(check_fixed_type(m, tensor, t).with_context("--head " + spec));
+      if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
+      p = c + 1;
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -71,6 +94,8 @@ Result<LayersResult> measure_layers(const LayersOptions& o) {
   solve::LayerSensitivity ls;
   ls.model_fingerprint = m.model_fingerprint;
   GAMMA_RETURN_IF_ERROR(pick_candidates(m, o.low, &ls.ref, &ls.low));
+  std::map<std::string, std::vector<std::string>> heads;
+  GAMMA_RETURN_IF_ERROR(parse_heads(m, o.heads, &heads));
   std::set<int> layers;
   for (const auto& e : m.modules) layers.insert(e.layer);
   Plan base;
@@ -81,10 +106,11 @@ Result<LayersResult> measure_layers(const LayersOptions& o) {
   GAMMA_RETURN_IF_ERROR(base.validate(m));
 
   GAMMA_ASSIGN_OR_RETURN(std::string manifest_sha, sha256_file(o.pool + "/manifest.json"));
-  const json config = {{"manifest_sha256", manifest_sha}, {"teacher", fs::absolute(o.teacher).string()},
-                       {"text", fs::absolute(o.text).string()}, {"ctx", o.n_ctx}, {"chunks", o.chunks}, {"low", o.low}};
+  json config = {{"manifest_sha256", manifest_sha}, {"teacher", fs::absolute(o.teacher).string()},
+                 {"text", fs::absolute(o.text).string()}, {"ctx", o.n_ctx}, {"chunks", o.chunks}, {"low", o.low}};
+  if (!heads.empty()) config["heads"] = heads;  // absent without --head: earlier partial files still resume
   const std::string partial = o.out + ".partial.json";
-  std::map<std::string, double> done;  // "base" or the layer number -> KLD
+  std::map<std::string, double> done;  // "base", the layer number or "TENSOR=TYPE" -> KLD
   double spent_before = 0;
   LayersResult r;
   if (file_exists(partial)) {
@@ -107,6 +133,8 @@ Result<LayersResult> measure_layers(const LayersOptions& o) {
 
   const std::string dir = o.tmp_dir.empty() ? fs::path(o.out).parent_path().string() : o.tmp_dir;
   const std::string gguf = (fs::path(dir.empty() ? "." : dir) / (fs::path(o.out).filename().string() + ".layer.gguf")).string();
+  size_t n_files = layers.size() + 1;
+  for (const auto& [t, types] : heads) n_files += types.size();
   auto measure = [&](const std::string& key, const Plan& p) -> Status {
     if (done.count(key)) return Status::ok();
     GAMMA_ASSIGN_OR_RETURN(done[key], eval::plan_kld({o.pool, gguf, o.teacher, o.kld_base, o.text, o.n_ctx, o.chunks,
@@ -116,9 +144,10 @@ Result<LayersResult> measure_layers(const LayersOptions& o) {
     s["config"] = config, s["kld"] = done, s["seconds"] = spent();
     GAMMA_RETURN_IF_ERROR(write_file_atomic_nosync(partial, s.dump(1)));
     if (!o.quiet)
-      std::fprintf(stderr, "gamma layers: %s: KLD %.6f%s (%zu of %zu, %.0f s)\n", key == "base" ? "base" : ("layer " + key).c_str(),
-                   done[key], key == "base" ? "" : fmt::format(" ({:+.6f})", done[key] - done["base"]).c_str(), done.size(),
-                   layers.size() + 1, spent());
+      std::fprintf(stderr, "gamma layers: %s: KLD %.6f%s (%zu of %zu, %.0f s)\n",
+                   key == "base" || key.find('=') != std::string::npos ? key.c_str() : ("layer " + key).c_str(), done[key],
+                   key == "base" ? "" : fmt::format(" ({:+.6f})", done[key] - done["base"]).c_str(), done.size(), n_files,
+                   spent());
     return Status::ok();
   };
   GAMMA_RETURN_IF_ERROR(measure("base", base));
@@ -128,9 +157,20 @@ Result<LayersResult> measure_layers(const LayersOptions& o) {
       if (e.layer == l) p.modules[e.name] = ls.low[e.name];
     GAMMA_RETURN_IF_ERROR(measure(std::to_string(l), p));
   }
+  for (const auto& [tensor, types] : heads)
+    for (const auto& t : types) {
+      Plan p = base;
+      p.fixed[tensor] = t;
+      GAMMA_RETURN_IF_ERROR(measure(tensor + "=" + t, p));
+    }
 
   ls.base_kld = done.at("base");
   for (int l : layers) ls.kld[l] = done.at(std::to_string(l));
+  for (const auto& [tensor, types] : heads) {
+    ls.head_ref[tensor] = base.fixed.at(tensor);
+    for (const auto& t : types) ls.head_kld[tensor][t] = done.at(tensor + "=" + t);
+    ls.head_kld[tensor][ls.head_ref[tensor]] = ls.base_kld;  // the source's own type is the base file
+  }
   r.seconds = spent();
   ls.info = {{"how", "KLD vs the teacher with one layer's modules at the low candidate, all else at the source's types"},
              {"config", config}, {"pool", o.pool}, {"seconds", r.seconds}};

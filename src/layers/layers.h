@@ -5,12 +5,16 @@
 // calibration text through libllama. The result (solve/layer_scale.h) rescales any scorer's
 // scores layer by layer: `gamma solve --layer-scale LAYERS.json`.
 //
+// With --head, also one file per listed type of the output head or the embedding (the rest at
+// the source's types): what the head costs, in the layers' units.
+//
 // Cost: n_layer + 1 emits and evaluations (Qwen2.5-Coder-1.5B, 4 x 512 tokens, 2 cores:
 // ~13 min). Resumable: OUT.partial.json holds the layers measured so far, written atomically
 // after each; a rerun with the same inputs continues.
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include "pool/manifest.h"
 
@@ -27,6 +31,10 @@ struct LayersOptions {
   std::string out;
   std::string tmp_dir;    // where each layer's file is written (default: OUT's directory)
   std::string low = "auto";  // the type each layer is taken to; auto: Q2_K, else each module's cheapest
+  // TENSOR=TYPE[,TYPE...]: also one file per TYPE with that non-linear tensor (output.weight,
+  // token_embd.weight) at TYPE and everything else at the source's types, for gamma solve
+  // --choose-head (the head's measured cost against the body's scores in the same units).
+  std::vector<std::string> heads;
   int n_ctx = 512, chunks = 4;
   int threads = 0;
   bool quiet = false;

@@ -36,6 +36,18 @@ Result<LayerSensitivity> LayerSensitivity::from_json(const json& j, const std::s
     ls.ref[name] = e["ref"].get<std::string>();
     ls.low[name] = e["low"].get<std::string>();
   }
+  if (j.contains("heads")) {
+    if (!j["heads"].is_object()) return corrupt("\"heads\" is not an object");
+    for (const auto& [tensor, h] : j["heads"].items()) {
+      if (!h.is_object() || !h.contains("ref") || !h["ref"].is_string() || !h.contains("kld") || !h["kld"].is_object())
+        return corrupt(fmt::format("heads[{}] needs a \"ref\" type and a \"kld\" object", tensor));
+      ls.head_ref[tensor] = h["ref"].get<std::string>();
+      for (const auto& [type, v] : h["kld"].items()) {
+        if (!finite(v)) return corrupt(fmt::format("heads[{}].kld[{}] is not a finite number", tensor, type));
+        ls.head_kld[tensor][type] = v.get<double>();
+      }
+    }
+  }
   if (j.contains("info")) ls.info = j["info"];
   return ls;
 }
@@ -50,6 +62,16 @@ json LayerSensitivity::to_json() const {
   json mods = json::object();
   for (const auto& [name, r] : ref) mods[name] = {{"ref", r}, {"low", low.at(name)}};
   j["modules"] = mods;
+  if (!head_ref.empty()) {
+    json heads = json::object();
+    for (const auto& [tensor, r] : head_ref) {
+      json k = json::object();
+      if (auto it = head_kld.find(tensor); it != head_kld.end())
+        for (const auto& [type, v] : it->second) k[type] = v;
+      heads[tensor] = {{"ref", r}, {"kld", k}};
+    }
+    j["heads"] = heads;
+  }
   j["info"] = info;
   return j;
 }
@@ -105,6 +127,24 @@ Status scale_by_layer(Scores& s, const LayerSensitivity& ls, const Manifest& m, 
   }
   s.method += "/layer-scale";
   return Status::ok();
+}
+
+Result<double> kld_per_score(const Scores& s, const LayerSensitivity& ls) {
+  double measured = 0, predicted = 0;
+  for (const auto& [layer, k] : ls.kld) measured += std::max(0.0, k - ls.base_kld);
+  for (const auto& [name, ref] : ls.ref) {
+    auto row = s.score.find(name);
+    if (row == s.score.end()) return Status::errorf("{} measured module {}, which {} does not score", ls.source, name, s.source);
+    const std::string& low = ls.low.at(name);
+    for (const auto* id : {&ref, &low})
+      if (!row->second.count(*id))
+        return Status::errorf("{} gives module {} no score for {}, a candidate {} measured", s.source, name, *id, ls.source);
+    predicted += row->second.at(ref) - row->second.at(low);
+  }
+  if (!(measured > 0) || !(predicted > 0))
+    return Status::errorf("{} and {} see no loss from the source's types to the low ones: nothing to convert scores to KLD by",
+                          ls.source, s.source);
+  return measured / predicted;
 }
 
 }  // namespace gm::solve

@@ -29,6 +29,11 @@ struct LayerSensitivity {
   std::map<std::string, std::string> ref, low;
   double base_kld = 0;         // every module at its reference candidate
   std::map<int, double> kld;   // layer -> KLD with that layer's modules at their low candidate
+  // gamma layers --head: non-linear tensors (output.weight, token_embd.weight) measured alone,
+  // every other tensor at the source's type: tensor -> the source's type, and tensor -> type ->
+  // KLD (the source's own type is the base file). Empty when not measured.
+  std::map<std::string, std::string> head_ref;
+  std::map<std::string, std::map<std::string, double>> head_kld;
   json info = json::object();  // how it was measured (text, ctx, chunks, teacher, seconds)
 
   static Result<LayerSensitivity> load(const std::string& path);
@@ -43,5 +48,10 @@ struct LayerSensitivity {
 // first token's outlier) takes the pool's -rel_err x n_params as its split instead; those
 // layers are returned in `split_by_rel_err`. A measured change below 0 (noise) counts as 0.
 Status scale_by_layer(Scores& s, const LayerSensitivity& ls, const Manifest& m, std::vector<int>* split_by_rel_err);
+
+// KLD per unit of score: the measured KLD of every layer taken to its low candidates over what
+// the scores say that costs, summed over layers (one factor, so the scores' ranking is kept).
+// After scale_by_layer with the same file it is 1 up to the layers whose change was noise.
+Result<double> kld_per_score(const Scores& s, const LayerSensitivity& ls);
 
 }  // namespace gm::solve

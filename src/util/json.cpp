@@ -95,6 +95,18 @@ void FieldReader::get(const char* key, std::optional<double>* out) const {
   *out = f->get<double>();
 }
 
+void FieldReader::get(const char* key, std::optional<std::vector<double>>* out) const {
+  const json* f = field(key);
+  if (!f) return;
+  if (!f->is_array()) return bad(key, "is not an array");
+  std::vector<double> v;
+  for (const auto& x : *f) {
+    if (!x.is_number() || !std::isfinite(x.get<double>())) return bad(key, "holds an element that is not a finite number");
+    v.push_back(x.get<double>());
+  }
+  *out = std::move(v);
+}
+
 void FieldReader::get(const char* key, std::optional<uint64_t>* out) const {
   const json* f = field(key);
   if (!f) return;

@@ -65,6 +65,7 @@ class FieldReader {
   void get(const char* key, std::optional<uint64_t>* out) const;  // a whole number >= 0
   void get(const char* key, std::optional<std::string>* out) const;
   void get(const char* key, std::optional<bool>* out) const;
+  void get(const char* key, std::optional<std::vector<double>>* out) const;  // an array of finite numbers
   template <typename T>
   std::optional<T> opt(const char* key) const {
     std::optional<T> v;
