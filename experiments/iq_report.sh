@@ -20,8 +20,10 @@ for c in sorted(glob.glob(f"{R}/plans/*-size-*.choice")):
     if not os.path.exists(ev):
         continue
     r = {"method": alloc, "label": f"{alloc}@{size}", "plan": f"{R}/plans/{name}.json", "eval": ev}
-    if alloc.startswith("gamma"):  # gamma, gammad: gamma.json; gammad-TAG: gamma-TAG.json
+    if alloc.startswith("gamma"):  # gamma, gammad, gammab: gamma.json; gammad-TAG, gammal-TAG-LOW: gamma-TAG.json
         tag = alloc.split("-", 1)[1] if "-" in alloc else ""
+        if alloc.startswith("gammal-"):
+            tag = tag.rsplit("-", 1)[0]
         r["scores"] = f"{R}/gamma-{tag}.json" if tag else f"{R}/gamma.json"
     runs.append(r)
 print(json.dumps({"schema": "gamma.runs", "version": 1, "pool": pool, "runs": runs}, indent=1))
