@@ -274,7 +274,9 @@ if has sizes; then
         [ -f $R/evals/$n.wv.json ] || python3 -c "
 import glob, json, os, shutil, sys
 R, a, m, n = sys.argv[1:5]
-key = lambda p: (json.load(open(p))['modules'], json.load(open(p))['fixed'])
+def key(p):
+    j = json.load(open(p))
+    return j['modules'], j['fixed']
 mine = key(f'{R}/plans/{n}.json')
 for p in glob.glob(f'{R}/plans/{a}-size-{m}-*.json'):
     o = os.path.basename(p)[:-5]
@@ -285,9 +287,8 @@ for p in glob.glob(f'{R}/plans/{a}-size-{m}-*.json'):
         print(f'{n}: the same file as {o}', file=sys.stderr)
         break" $R $a $m $n
         [ -f $R/evals/$n.wv.json ] && [ -f $R/evals/$n.pv.json ] || $G emit $pool $R/plans/$n.json -o $W/models/$n.gguf > /dev/null
-        k=$(valid_kld $W/models/$n.gguf $n)
+        valid_kld $W/models/$n.gguf $n > /dev/null  # the pick below reads every variant's evals
         rm -f $W/models/$n.gguf
-        if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $k < $bestk else 1)"; then best=$n; bestk=$k; fi
       done
       # Validation picks among every variant of this allocator measured at this size, this run's
       # and earlier runs' (FIXED may name only the new ones).
