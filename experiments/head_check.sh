@@ -5,7 +5,7 @@
 #   body-IQ3_S[-out-Q4_K|-embd-Q2_K]: every linear module at IQ3_S (the source's head, or one head
 #     tensor lowered): is the body's cost the sum of its layers', and the head's the same in context?
 #   hawq-IQ3_XS-o4e2 / -o5e3: HAWQ-V2's plans at IQ3_XS's size with the two heads, against what
-#     one global factor (kld_per_score over HAWQ-V2's raw scores) and the layer-scaled scores predict.
+#     one global factor (the layers' measured sum over what HAWQ-V2's raw scores say it costs) and the layer-scaled scores predict.
 # Writes results/iq_qwen/head_choice/*.json and head_choice.md.
 #   WORK=/tmp/gamma-qwen experiments/head_check.sh
 set -euo pipefail

@@ -136,6 +136,12 @@ POOL_AUTO=$W/pool-auto
 tag_pool() {  # TAG -> the pool its Stage I learned over
   if [ -f $W/pool-$1/manifest.json ]; then echo $W/pool-$1; else echo $POOL_AUTO; fi
 }
+# The data target (issue 19: >= 64k tokens, every layer in >= 200 steps): LEARN_CALIB names the
+# calibration files (default calib-learn.txt, ~55k tokens, too short for 64k distinct ones: its
+# sequences would overlap), SEQS the sequences per step, VISIT_SEQS those a visit holds.
+# python-calib-learn.txt is python-calib.txt before its held-back validation part.
+head -c 480000 $txt/python-calib.txt > $W/python-calib-learn.txt
+LEARN_CALIB=${LEARN_CALIB:-$W/calib-learn.txt}; SEQS=${SEQS:-4}; VISIT_SEQS=${VISIT_SEQS:-0}
 VISIT=${VISIT:-12}; MEASURE=${MEASURE:-3}; CALIB_TOKENS=${CALIB_TOKENS:-16384}; EPOCHS=${EPOCHS:-1}
 LEARN_STEPS=${LEARN_STEPS:-$((1 + 28 * VISIT * EPOCHS))}; GAMMA_BPW=${GAMMA_BPW:-3.25}
 GNAME=gamma${GAMMA_TAG:+-$GAMMA_TAG}
@@ -163,8 +169,8 @@ if has learn && [ ! -f $R/$GNAME.json ]; then
     INIT_ARGS="--init-plan $R/plans/init-$GNAME.json"
   fi
   log "gamma learn ($LEARN_STEPS steps at $GAMMA_BPW bpw${GAMMA_INIT:+, from $GAMMA_INIT})"
-  GAMMA_PROGRESS=1 $G learn $LPOOL --teacher $TEACHER --calib $W/calib-learn.txt \
-    --calib-tokens $CALIB_TOKENS --seq-len 256 --seqs 4 --bpw $GAMMA_BPW --steps $LEARN_STEPS --layers-per-step 1 \
+  GAMMA_PROGRESS=1 $G learn $LPOOL --teacher $TEACHER --calib $LEARN_CALIB \
+    --calib-tokens $CALIB_TOKENS --seq-len 256 --seqs $SEQS --visit-seqs $VISIT_SEQS --bpw $GAMMA_BPW --steps $LEARN_STEPS --layers-per-step 1 \
     --estimator st --forcing sublayer --visit-steps $VISIT --measure-every $MEASURE --lr 0.05 --tau 1 --tau-end 0.05 \
     --checkpoint-every 8 $INIT_ARGS ${GAMMA_LOSS:+--layer-loss $GAMMA_LOSS} -t $T -o $W/scores/$GNAME.json  # GAMMA_PROGRESS=1: a progress line every few seconds
   cp $W/scores/$GNAME.json $R/$GNAME.json

@@ -180,11 +180,13 @@ TEST(Layers, AutoTakesQ2KWhereAModuleHasItElseItsCheapest) {
 TEST(Layers, HeadTypesAreMeasuredAloneAndSolveChoosesTheLeastPredictedKld) {
   Fixture f;
   const std::string out = f.d / "layers.json";
-  auto r = gamma(f.layers(out, "--head output.weight=Q4_0,Q8_0 --head token_embd.weight=Q4_0"));
+  // F32, the source's type, is the base file: listed, it is not measured again.
+  auto r = gamma(f.layers(out, "--head output.weight=Q4_0,Q8_0,F32 --head token_embd.weight=Q4_0"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto ls = gm::solve::LayerSensitivity::load(out);
   auto m = gm::Manifest::load(f.pool);
   ASSERT_TRUE(ls.is_ok() && m.is_ok()) << ls.status().message();
+  EXPECT_NE(r.output.find(fmt::format("; {} files evaluated", ls->kld.size() + 1 + 3)), std::string::npos) << r.output;
   ASSERT_EQ(ls->head_ref, (std::map<std::string, std::string>{{"output.weight", "F32"}, {"token_embd.weight", "F32"}}));
   EXPECT_EQ(ls->head_kld.at("output.weight").size(), 3u);  // Q4_0, Q8_0 and the source's F32 (the base file)
   EXPECT_EQ(ls->head_kld.at("output.weight").at("F32"), ls->base_kld);
@@ -214,7 +216,6 @@ TEST(Layers, HeadTypesAreMeasuredAloneAndSolveChoosesTheLeastPredictedKld) {
     const int l = m->find(name)->layer;
     return (ls->kld.at(l) - ls->base_kld) / said.at(l);
   };
-  EXPECT_NEAR(info.at("kld_per_score").get<double>(), 1.0, 1e-9);
   const gm::json* best = nullptr;
   for (const auto& o : info.at("options")) {
     ASSERT_TRUE(o.contains("total_kld")) << o.dump();

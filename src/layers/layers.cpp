@@ -133,8 +133,11 @@ Result<LayersResult> measure_layers(const LayersOptions& o) {
 
   const std::string dir = o.tmp_dir.empty() ? fs::path(o.out).parent_path().string() : o.tmp_dir;
   const std::string gguf = (fs::path(dir.empty() ? "." : dir) / (fs::path(o.out).filename().string() + ".layer.gguf")).string();
+  // A head type equal to the source's is the base file itself: measured once, as "base".
+  auto is_base = [&](const std::string& tensor, const std::string& t) { return base.fixed.at(tensor) == t; };
   size_t n_files = layers.size() + 1;
-  for (const auto& [t, types] : heads) n_files += types.size();
+  for (const auto& [tensor, types] : heads)
+    for (const auto& t : types) n_files += is_base(tensor, t) ? 0 : 1;
   auto measure = [&](const std::string& key, const Plan& p) -> Status {
     if (done.count(key)) return Status::ok();
     GAMMA_ASSIGN_OR_RETURN(done[key], eval::plan_kld({o.pool, gguf, o.teacher, o.kld_base, o.text, o.n_ctx, o.chunks,
@@ -159,6 +162,7 @@ Result<LayersResult> measure_layers(const LayersOptions& o) {
   }
   for (const auto& [tensor, types] : heads)
     for (const auto& t : types) {
+      if (is_base(tensor, t)) continue;
       Plan p = base;
       p.fixed[tensor] = t;
       GAMMA_RETURN_IF_ERROR(measure(tensor + "=" + t, p));
@@ -168,7 +172,8 @@ Result<LayersResult> measure_layers(const LayersOptions& o) {
   for (int l : layers) ls.kld[l] = done.at(std::to_string(l));
   for (const auto& [tensor, types] : heads) {
     ls.head_ref[tensor] = base.fixed.at(tensor);
-    for (const auto& t : types) ls.head_kld[tensor][t] = done.at(tensor + "=" + t);
+    for (const auto& t : types)
+      if (!is_base(tensor, t)) ls.head_kld[tensor][t] = done.at(tensor + "=" + t);
     ls.head_kld[tensor][ls.head_ref[tensor]] = ls.base_kld;  // the source's own type is the base file
   }
   r.seconds = spent();

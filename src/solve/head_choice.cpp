@@ -22,8 +22,8 @@ Result<Allocation> solve_choosing_head(const Manifest& m, const Scores& s, const
     return Status::errorf("{} measured no head tensor that --fixed leaves free (gamma layers --head TENSOR=TYPE,...)", ls.source);
   Scores scaled = s;
   std::vector<int> split;
+  // After this a score difference is in KLD units: each layer's scores add up to its measured change.
   GAMMA_RETURN_IF_ERROR(scale_by_layer(scaled, ls, m, &split));
-  GAMMA_ASSIGN_OR_RETURN(const double c, kld_per_score(scaled, ls));  // 1 but for layers whose change was noise
 
   // Every combination of the measured types, solved exactly; the least predicted KLD wins.
   std::vector<size_t> at(tensors.size(), 0);
@@ -54,7 +54,6 @@ Result<Allocation> solve_choosing_head(const Manifest& m, const Scores& s, const
         const auto& row = scaled.score.at(name);
         body += row.at(r->second) - row.at(cand);
       }
-      body *= c;
       o["body_kld"] = body, o["total_kld"] = body + head, o["file_bytes"] = a->size.file_bytes;
       if (!best || body + head < best_total) best = f, best_total = body + head;
     } else {
@@ -71,7 +70,7 @@ Result<Allocation> solve_choosing_head(const Manifest& m, const Scores& s, const
   // The plan: the scores as given, with the chosen head.
   GAMMA_ASSIGN_OR_RETURN(Allocator alloc, Allocator::create(m, s, cs, kopt, *best));
   GAMMA_ASSIGN_OR_RETURN(Allocation a, alloc.solve(b));
-  *info = {{"file", ls.source}, {"kld_per_score", c}, {"predicted_kld", best_total}, {"options", options},
+  *info = {{"file", ls.source}, {"predicted_kld", best_total}, {"options", options},
            {"rel_err_split_layers", split}};
   return a;
 }

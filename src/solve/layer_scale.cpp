@@ -129,22 +129,4 @@ Status scale_by_layer(Scores& s, const LayerSensitivity& ls, const Manifest& m, 
   return Status::ok();
 }
 
-Result<double> kld_per_score(const Scores& s, const LayerSensitivity& ls) {
-  double measured = 0, predicted = 0;
-  for (const auto& [layer, k] : ls.kld) measured += std::max(0.0, k - ls.base_kld);
-  for (const auto& [name, ref] : ls.ref) {
-    auto row = s.score.find(name);
-    if (row == s.score.end()) return Status::errorf("{} measured module {}, which {} does not score", ls.source, name, s.source);
-    const std::string& low = ls.low.at(name);
-    for (const auto* id : {&ref, &low})
-      if (!row->second.count(*id))
-        return Status::errorf("{} gives module {} no score for {}, a candidate {} measured", s.source, name, *id, ls.source);
-    predicted += row->second.at(ref) - row->second.at(low);
-  }
-  if (!(measured > 0) || !(predicted > 0))
-    return Status::errorf("{} and {} see no loss from the source's types to the low ones: nothing to convert scores to KLD by",
-                          ls.source, s.source);
-  return measured / predicted;
-}
-
 }  // namespace gm::solve

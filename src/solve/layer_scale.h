@@ -49,9 +49,4 @@ struct LayerSensitivity {
 // layers are returned in `split_by_rel_err`. A measured change below 0 (noise) counts as 0.
 Status scale_by_layer(Scores& s, const LayerSensitivity& ls, const Manifest& m, std::vector<int>* split_by_rel_err);
 
-// KLD per unit of score: the measured KLD of every layer taken to its low candidates over what
-// the scores say that costs, summed over layers (one factor, so the scores' ranking is kept).
-// After scale_by_layer with the same file it is 1 up to the layers whose change was noise.
-Result<double> kld_per_score(const Scores& s, const LayerSensitivity& ls);
-
 }  // namespace gm::solve
