@@ -21,6 +21,7 @@ import glob
 import json
 import os
 
+from pick import valid_sum
 from table_out import dir_and_out, emit_table
 
 # GAMMA's variants over the full pool: Stage I runs (gammad*, not the binary / ternary candidate
@@ -90,8 +91,7 @@ def main():
             for alloc, n in choices.items():
                 if not member(alloc) or ev(d, n, "wiki") is None or ev(d, n, "py") is None:
                     continue
-                wv, pv = ev(d, n, "wv"), ev(d, n, "pv")
-                cands.append((None if wv is None or pv is None else wv[0] + pv[0], alloc, n))
+                cands.append((valid_sum(d, n), alloc, n))
             with_val = [x for x in cands if x[0] is not None]
             pick = min(with_val) if with_val else (cands[0] if len(cands) == 1 else None)
             if pick:

@@ -299,17 +299,7 @@ for p in glob.glob(f'{R}/plans/{a}-size-{m}-*.json'):
       # Validation picks among every variant of this allocator measured at this size, this run's
       # and earlier runs' (FIXED may name only the new ones).
       if [ "$bestk" != "none (one variant)" ]; then
-        read best bestk < <(python3 -c "
-import glob, json, os, sys
-R, pre = sys.argv[1:3]
-best = None
-for wv in glob.glob(f'{R}/evals/{pre}*.wv.json'):
-    n = os.path.basename(wv)[:-8]
-    pv = f'{R}/evals/{n}.pv.json'
-    if os.path.exists(pv) and os.path.exists(f'{R}/plans/{n}.json'):
-        k = sum(json.load(open(f))['kld']['mean'] for f in (wv, pv))
-        best = min(best, (k, n)) if best else (k, n)
-print(best[1], best[0])" $R $a-size-$m-)
+        read best bestk < <(python3 $root/experiments/pick.py $R $a-size-$m-)
       fi
       log "$a at $m size: $best (validation KLD sum $bestk)"
       echo "$best" > $R/plans/$a-size-$m.choice
