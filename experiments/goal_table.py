@@ -87,13 +87,22 @@ def main():
             choices[alloc] = open(c).read().strip()
         row = {"size": size}
         for fam, member in FAMILIES.items():
-            cands = []
+            cands, untested = [], []
             for alloc, n in choices.items():
-                if not member(alloc) or ev(d, n, "wiki") is None or ev(d, n, "py") is None:
+                if not member(alloc):
+                    continue
+                if ev(d, n, "wiki") is None or ev(d, n, "py") is None:
+                    # iq_sweep.sh NO_TEST=1: validated only. Skipping it would silently hand the
+                    # pick to the runner-up, so it may only be skipped when validation ranks it below.
+                    if valid_sum(d, n) is not None:
+                        untested.append((valid_sum(d, n), alloc, n))
                     continue
                 cands.append((valid_sum(d, n), alloc, n))
             with_val = [x for x in cands if x[0] is not None]
             pick = min(with_val) if with_val else (cands[0] if len(cands) == 1 else None)
+            if untested and (pick is None or pick[0] is None or min(untested)[0] < pick[0]):
+                raise SystemExit(f"goal_table.py: {min(untested)[2]} is {fam}'s validation pick at {size} but has "
+                                 f"no test evals; run iq_sweep.sh without NO_TEST for it")
             if pick:
                 row[fam] = {"allocator": pick[1], "variant": pick[2], "valid_sum": pick[0],
                             "wiki": ev(d, pick[2], "wiki"), "py": ev(d, pick[2], "py"), "candidates": len(cands)}

@@ -303,7 +303,9 @@ for p in glob.glob(f'{R}/plans/{a}-size-{m}-*.json'):
       fi
       log "$a at $m size: $best (validation KLD sum $bestk)"
       echo "$best" > $R/plans/$a-size-$m.choice
-      if [ ! -f $R/evals/$best.py.json ]; then
+      # NO_TEST=1: validation only (goal_table.py reads a family's test evals only for the
+      # allocator validation picks; rerun without it where that is this one).
+      if [ ! -f $R/evals/$best.py.json ] && [ -z "${NO_TEST:-}" ]; then
         $G emit $pool $R/plans/$best.json -o $W/models/$best.gguf > /dev/null
         evaluate $W/models/$best.gguf $best
         rm -f $W/models/$best.gguf

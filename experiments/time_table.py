@@ -26,6 +26,17 @@ def num(path):
     return float(open(p).read().split()[0]) if os.path.exists(p) else None
 
 
+def stage1_row(label, j, pool, note=""):
+    """A Stage I run's scoring time (gamma learn's stats.seconds) and recipe."""
+    g, hp = j["stats"], j["hyperparameters"]
+    loss = f", --layer-loss {hp['layer_loss']}" if hp.get("layer_loss") else ""
+    return {"allocator": label, "pool": pool, "scoring_s": g["seconds"],
+            "scoring": f"{hp['steps']} steps of {hp['batch']} x {hp['seq_len']} tokens, {hp['estimator']} + "
+                       f"{hp['forcing']} forcing, visits of {hp['visit_steps']}, measured every {hp['measure_every']}, "
+                       f"{hp['calib_tokens']} tokens{loss}{note}",
+            "time_split_s": g.get("time_split"), "peak_rss_bytes": g.get("peak_rss_bytes")}
+
+
 def main():
     types = json.load(open(os.path.join(R, "types.json")))
     pareto = types["pareto"]
@@ -46,20 +57,34 @@ def main():
     pools = {f"auto set ({len(pareto)} types)": pool_auto, f"every type ({len(pool)} types)": pool_all}
     auto_name, all_name = list(pools)
     emit = num("emit.seconds")
-    g = gamma["stats"]
-    hp = gamma["hyperparameters"]
     allocators = [
         {"allocator": "static proxy", "pool": all_name, "scoring_s": 0.0,
          "scoring": "none (the pool's imatrix-weighted errors)"},
         {"allocator": "HAWQ-V2", "pool": all_name, "scoring_s": hawq["stats"]["seconds"],
          "scoring": f"Hessian traces, {hawq['hyperparameters']['samples']} Hutchinson probes, "
                     f"{hawq['hyperparameters']['calib_tokens']} tokens"},
-        {"allocator": "GAMMA (Stage I, measured loss changes)", "pool": auto_name, "scoring_s": g["seconds"],
-         "scoring": f"{hp['steps']} steps, {hp['estimator']} + {hp['forcing']} forcing, visits of {hp['visit_steps']}, "
-                    f"measured every {hp['measure_every']}, {hp['calib_tokens']} tokens; shared the cores with "
-                    f"evaluations for part of the run",
-         "time_split_s": g.get("time_split"), "peak_rss_bytes": g.get("peak_rss_bytes")},
+        stage1_row("GAMMA, gammad (Stage I, measured loss changes)", gamma, auto_name,
+                   "; shared the cores with evaluations for part of the run"),
     ]
+    # Every other allocator the goal table's GAMMA column picks (goal_table.json): its Stage I run
+    # (gamma-TAG.json), plus for gamma-TAG-cal the 29 short layer evals of layer_calibrate.py and
+    # for gammal-TAG-LOW the gamma layers run (layers-LOW.json) its --layer-scale reads.
+    layer_kld = sum(json.load(open(f))["seconds"] for f in glob.glob(os.path.join(R, "layer_kld", "*.json")))
+    picked = sorted({r["GAMMA"]["allocator"] for r in json.load(open(os.path.join(R, "goal_table.json")))["rows"]
+                     if "GAMMA" in r} - {"gammad"})
+    for a in picked:
+        tag = a.split("-")[1]
+        j = json.load(open(os.path.join(R, f"gamma-{tag}.json")))
+        row = stage1_row(f"GAMMA, {a}", j, auto_name)
+        if a.endswith("-cal"):
+            row["scoring_s"] += layer_kld
+            row["scoring"] += f"; + 29 layer KLD evals (layer_calibrate.py, {layer_kld:.0f} s)"
+        elif a.startswith("gammal-"):
+            low = a.split("-")[2]
+            ls = json.load(open(os.path.join(R, f"layers-{low}.json")))["info"]["seconds"]
+            row["scoring_s"] += ls
+            row["scoring"] += f"; + gamma layers at {low} ({ls:.0f} s)"
+        allocators.append(row)
     runs = []
     for f in glob.glob(os.path.join(R, "plans", "search-size-Q2_K-*s.state.json")):
         st = json.load(open(f))
