@@ -22,6 +22,7 @@ import json
 import os
 
 from pick import valid_sum
+from rank_stats import paired_diff
 from table_out import dir_and_out, emit_table
 
 # GAMMA's variants over the full pool: Stage I runs (gammad*, not the binary / ternary candidate
@@ -57,11 +58,7 @@ def paired(d, a, b, t):
     x, y = chunks(d, a, t), chunks(d, b, t)
     if not x or not y or len(x) != len(y):
         return None
-    diff = [p - q for p, q in zip(x, y)]
-    n = len(diff)
-    m = sum(diff) / n
-    sd = (sum((v - m) ** 2 for v in diff) / (n - 1)) ** 0.5
-    return m, sd / n ** 0.5
+    return paired_diff(x, y)
 
 
 def paired_cell(p):

@@ -28,6 +28,9 @@ import subprocess
 import sys
 import time
 
+from rank_stats import paired_diff as paired
+from table_out import emit_table
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEXTS = ("wv", "pv")  # validation: wiki.valid.tokens, WORK/valid-py.txt (iq_sweep.sh writes it), 8 chunks
 TESTS = ("wiki", "py")  # test (--test): wiki.test.raw, python-eval.txt, 16 chunks, as the goal table
@@ -57,15 +60,6 @@ def in_group(name, kinds):
 
 def module_bytes(manifest):
     return {m["name"]: {c["id"]: c["file_bytes"] for c in m["candidates"]} for m in manifest["modules"]}
-
-
-def paired(x, y):
-    """(mean, stderr) over chunks of x - y."""
-    d = [p - q for p, q in zip(x, y)]
-    n = len(d)
-    m = sum(d) / n
-    sd = (sum((v - m) ** 2 for v in d) / (n - 1)) ** 0.5
-    return m, sd / n ** 0.5
 
 
 def main():
@@ -121,6 +115,11 @@ def main():
     if unknown:
         sys.exit("plan_swap: --test names no file: " + ", ".join(sorted(unknown)))
     tested = {"A", "B", *a.test} if a.test else set()
+    # Groups that cover every differing module make A<-B[g] the same file as B<-A[rest]: measured once.
+    same = {}
+    for label, mods, _ in files:
+        same.setdefault(tuple(sorted(mods.items())), label)
+    evname = {label: fname(same[tuple(sorted(mods.items()))]) for label, mods, _ in files}
     for label, mods, _ in files:
         n = fname(label)
         plan = dict(pa)
@@ -129,6 +128,8 @@ def main():
         plan["info"] = {"swap": label, "a": os.path.relpath(a.a, ROOT), "b": os.path.relpath(a.b, ROOT)}
         pp = os.path.join(a.out, "plans", n + ".json")
         save(plan, pp)
+        if evname[label] != n:
+            continue
         todo = [t for t in TEXTS + (TESTS if label in tested else ()) if not os.path.exists(os.path.join(a.out, "evals", f"{n}.{t}.json"))]
         if not todo:
             continue
@@ -162,7 +163,7 @@ def main():
         return o
 
     pred = {label: {n: objective(mods, pool_dir, args) for n, pool_dir, args in a.scorer} for label, mods, _ in files}
-    ev = {label: {t: load(os.path.join(a.out, "evals", f"{fname(label)}.{t}.json"))["kld"]
+    ev = {label: {t: load(os.path.join(a.out, "evals", f"{evname[label]}.{t}.json"))["kld"]
                   for t in TEXTS + (TESTS if label in tested else ())} for label, _, _ in files}
     rows = []
     for label, mods, parent in files:
@@ -191,7 +192,6 @@ def main():
     out = {"schema": "gamma.plan_swap", "version": 1, "a": os.path.relpath(a.a, ROOT), "b": os.path.relpath(a.b, ROOT),
            "differing_modules": len(diff), "gap_a_minus_b": {t: {"mean": m, "stderr": s} for t, (m, s) in gap.items()},
            "rows": rows}
-    save(out, os.path.join(a.out, "swap.json"))
 
     L = [f"# Plan swap: A = `{out['a']}`, B = `{out['b']}`", "",
          f"{len(diff)} modules differ. Validation KLD vs the teacher (wiki.valid / held-back python-calib, 8 × 512 each); "
@@ -221,10 +221,7 @@ def main():
             L.append(f"| {r['file']} | {r['test']['wiki']:.4f} | {r['test']['py']:.4f} | "
                      + " | ".join(f"{r['test_vs_parent'][t]['mean']:+.4f} ± {r['test_vs_parent'][t]['stderr']:.4f}"
                                   for t in TESTS) + " |")
-    with open(os.path.join(a.out, "swap.md.tmp"), "w") as f:
-        f.write("\n".join(L) + "\n")
-    os.replace(os.path.join(a.out, "swap.md.tmp"), os.path.join(a.out, "swap.md"))
-    print("\n".join(L))
+    emit_table(L, out, os.path.join(a.out, "swap.md"))
 
 
 if __name__ == "__main__":

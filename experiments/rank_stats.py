@@ -1,5 +1,6 @@
-"""Spearman's rank correlation, shared by the experiment scripts (no SciPy on the CI image), and
-the per-module loss changes Stage I's ablation tables compare with it."""
+"""Spearman's rank correlation and the paired difference of per-chunk KLDs, shared by the
+experiment scripts (no SciPy on the CI image), and the per-module loss changes Stage I's ablation
+tables compare with it."""
 import json
 import math
 import statistics
@@ -25,6 +26,15 @@ def spearman(a, b):
     cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
     var = sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)
     return cov / math.sqrt(var) if var > 0 else 0.0  # a constant ranking says nothing
+
+
+def paired_diff(x, y):
+    """(mean, stderr) over paired items of x - y (e.g. two files' KLDs on the same chunks)."""
+    d = [p - q for p, q in zip(x, y)]
+    n = len(d)
+    m = sum(d) / n
+    sd = (sum((v - m) ** 2 for v in d) / (n - 1)) ** 0.5
+    return m, sd / n ** 0.5
 
 
 def loss_change(scores, hawq=False):
