@@ -8,10 +8,10 @@ o4e2 head, KLD vs the teacher on both test texts (16 x 512).
   binary_table.py results/iq_qwen [-o results/iq_qwen/binary_table.md]
 """
 import argparse
-import json
 import os
 
 from table_out import emit_table
+import kept
 
 SETS = [("bin", "binary {IQ2_XS, Q4_K}"), ("ter", "ternary {IQ2_XS, IQ3_XXS, Q4_K}")]
 BUDGETS = ["2.5", "2.75", "3.0", "3.25", "3.5"]
@@ -19,9 +19,9 @@ BUDGETS = ["2.5", "2.75", "3.0", "3.25", "3.5"]
 
 def ev(d, name, t):
     p = os.path.join(d, "evals", f"{name}.{t}.json")
-    if not os.path.exists(p):
+    if not kept.exists(p):
         return None
-    j = json.load(open(p))
+    j = kept.load_json(p)
     return j["model"]["file_bytes"], j["kld"]["mean"], j["kld"]["stderr"]
 
 
@@ -51,8 +51,8 @@ def main():
     time = {}
     for tag, _ in SETS:
         s = os.path.join(a.dir, f"gamma-{tag}.json")
-        if os.path.exists(s):
-            time[tag] = json.load(open(s))["stats"]["seconds"]
+        if kept.exists(s):
+            time[tag] = kept.load_json(s)["stats"]["seconds"]
     lines += ["", "Stage I wall time (s): " + ", ".join(f"{t} {v:.0f}" for t, v in time.items() if v)]
     emit_table(lines, {"schema": "gamma.binary_table", "version": 1, "rows": rows, "stage1_seconds": time}, a.out)
 

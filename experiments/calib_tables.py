@@ -12,6 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rank_stats import loss_change, spearman_matrix  # noqa: E402
+import kept  # noqa: E402
 
 TEXTS = [("wv", "wiki.valid"), ("pv", "python valid"), ("wiki", "wiki.test"), ("py", "python-eval")]
 CALIBS = ["prose", "code", "both"]
@@ -25,9 +26,9 @@ ROWS = [  # (eval name pattern, what)
 
 def load(d, name, tag):
     p = os.path.join(d, "evals", f"{name}.{tag}.json")
-    if not os.path.exists(p):
+    if not kept.exists(p):
         return None
-    e = json.load(open(p))
+    e = kept.load_json(p)
     return {"mean": e["kld"]["mean"], "stderr": e["kld"]["stderr"], "bytes": e["model"]["file_bytes"],
             "chunks": e["perplexity"]["chunks"]}
 
@@ -35,7 +36,7 @@ def load(d, name, tag):
 def delta_agreement(d, hawq):
     """Spearman between the runs' per-module Q4_K -> Q2_K loss changes (and HAWQ-V2's)."""
     changes = {f"Stage I on {c}": loss_change(os.path.join(d, f"learn-{c}.json"))
-               for c in CALIBS if os.path.exists(os.path.join(d, f"learn-{c}.json"))}
+               for c in CALIBS if kept.exists(os.path.join(d, f"learn-{c}.json"))}
     if len(changes) < 2:
         return None
     if hawq:

@@ -17,13 +17,12 @@ cancels what the chunks share (their difficulty); |mean| > 2 errors is marked as
 
   goal_table.py results/iq_qwen [-o results/iq_qwen/goal_table.md]
 """
-import glob
-import json
 import os
 
 from pick import valid_sum
 from rank_stats import paired_diff
 from table_out import dir_and_out, emit_table
+import kept
 
 # GAMMA's variants over the full pool: Stage I runs (gammad*, not the binary / ternary candidate
 # sets), their layer-calibrated scores (experiments/layer_calibrate.py: *-cal) and the native
@@ -42,15 +41,15 @@ SIZES = ["IQ2_M", "bpw2.75", "Q2_K", "IQ3_XXS", "bpw3.0", "bpw3.25", "IQ3_XS", "
 
 def ev(d, name, t):
     p = os.path.join(d, "evals", f"{name}.{t}.json")
-    if not os.path.exists(p):
+    if not kept.exists(p):
         return None
-    j = json.load(open(p))
+    j = kept.load_json(p)
     return j["kld"]["mean"], j["kld"]["stderr"]
 
 
 def chunks(d, name, t):
     p = os.path.join(d, "evals", f"{name}.{t}.json")
-    return json.load(open(p))["kld"].get("chunk_means") if os.path.exists(p) else None
+    return kept.load_json(p)["kld"].get("chunk_means") if kept.exists(p) else None
 
 
 def paired(d, a, b, t):
@@ -79,9 +78,9 @@ def main():
     rows = []
     for size in SIZES:
         choices = {}
-        for c in glob.glob(os.path.join(d, "plans", f"*-size-{size}.choice")):
+        for c in kept.glob(os.path.join(d, "plans", f"*-size-{size}.choice")):
             alloc = os.path.basename(c)[: -len(f"-size-{size}.choice")]
-            choices[alloc] = open(c).read().strip()
+            choices[alloc] = kept.read_text(c).strip()
         row = {"size": size}
         for fam, member in FAMILIES.items():
             cands, untested = [], []

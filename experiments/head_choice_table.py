@@ -6,16 +6,15 @@ file as one of them.
 
   head_choice_table.py results/iq_qwen [-o results/iq_qwen/head_choice_table.md]
 """
-import glob
-import json
 import os
 
 from table_out import dir_and_out, emit_table
+import kept
 
 
 def val(d, n):
     fs = [os.path.join(d, "evals", f"{n}.{t}.json") for t in ("wv", "pv")]
-    return sum(json.load(open(f))["kld"]["mean"] for f in fs) if all(map(os.path.exists, fs)) else None
+    return sum(kept.load_json(f)["kld"]["mean"] for f in fs) if all(map(kept.exists, fs)) else None
 
 
 def main():
@@ -23,20 +22,20 @@ def main():
     lines = ["| allocator | size | head chosen by the solver (output, embedding) | its validation sum | best hand-picked head, validation sum | same file? |",
              "|---|---|---|---|---|---|"]
     rows = []
-    for p in sorted(glob.glob(os.path.join(d, "plans", "*-size-*-hc.json"))):
+    for p in sorted(kept.glob(os.path.join(d, "plans", "*-size-*-hc.json"))):
         n = os.path.basename(p)[:-5]
         alloc, rest = n.split("-size-")
         size, label = rest.split("-", 1)
         prefix = label[: -len("hc")]  # "" or "fit-"
-        plan = json.load(open(p))
+        plan = kept.load_json(p)
         hc = (plan["fixed"]["output.weight"], plan["fixed"]["token_embd.weight"])
         key = (plan["modules"], plan["fixed"])
         others = []
-        for q in glob.glob(os.path.join(d, "plans", f"{alloc}-size-{size}-{prefix}*.json")):
+        for q in kept.glob(os.path.join(d, "plans", f"{alloc}-size-{size}-{prefix}*.json")):
             o = os.path.basename(q)[:-5]
             if o == n or o[len(f"{alloc}-size-{size}-{prefix}"):].startswith(("fit-", "k-")) or val(d, o) is None:
                 continue
-            qp = json.load(open(q))
+            qp = kept.load_json(q)
             others.append((val(d, o), o, (qp["modules"], qp["fixed"]) == key))
         if not others or val(d, n) is None:
             continue

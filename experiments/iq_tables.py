@@ -6,17 +6,16 @@ validation text, named) with file bytes and KLD vs the teacher on both test text
   iq_tables.py results/iq_smollm2 [-o results/iq_smollm2/table.md]
 """
 import argparse
-import glob
-import json
 import os
 
 from table_out import emit_table
+import kept
 
 
 def kld(path):
-    if not os.path.exists(path):
+    if not kept.exists(path):
         return None
-    j = json.load(open(path))
+    j = kept.load_json(path)
     return j["model"]["file_bytes"], j["kld"]["mean"], j["kld"]["stderr"]
 
 
@@ -31,18 +30,18 @@ def main():
     a = ap.parse_args()
     ev = os.path.join(a.dir, "evals")
     mixes = sorted({os.path.basename(f)[len("llama-"):-len(".wiki.json")]
-                    for f in glob.glob(os.path.join(ev, "llama-*.wiki.json"))},
+                    for f in kept.glob(os.path.join(ev, "llama-*.wiki.json"))},
                    key=lambda m: kld(os.path.join(ev, f"llama-{m}.wiki.json"))[0])
-    allocs = sorted({os.path.basename(f).split("-size-")[0] for f in glob.glob(os.path.join(a.dir, "plans", "*.choice"))})
+    allocs = sorted({os.path.basename(f).split("-size-")[0] for f in kept.glob(os.path.join(a.dir, "plans", "*.choice"))})
     lines = ["| size of | bytes | allocator (variant chosen on validation) | bytes | KLD wiki.test | KLD python-eval |",
              "|---|---|---|---|---|---|"]
     out = {"schema": "gamma.iq_table", "version": 1, "rows": []}
     # Fixed budgets (iq_sweep.sh BPWS): bpwB, the file of B bpw in the linear modules with
     # llama.cpp's default non-linear types; no mix there.
-    bpws = sorted(os.path.basename(f)[len("size-"):-len(".json")] for f in glob.glob(os.path.join(a.dir, "plans", "size-bpw*.json")))
+    bpws = sorted(os.path.basename(f)[len("size-"):-len(".json")] for f in kept.glob(os.path.join(a.dir, "plans", "size-bpw*.json")))
     for m in mixes + bpws:
         if m.startswith("bpw"):
-            b = json.load(open(os.path.join(a.dir, "plans", f"size-{m}.json")))["info"]["predicted"]["file_bytes"]
+            b = kept.load_json(os.path.join(a.dir, "plans", f"size-{m}.json"))["info"]["predicted"]["file_bytes"]
             lines.append(f"| {m[3:]} bpw | {b:,} | (no llama.cpp mix) | | | |")
             out["rows"].append({"size_of": m, "allocator": None, "file_bytes": b})
         else:
@@ -51,9 +50,9 @@ def main():
             out["rows"].append({"size_of": m, "allocator": "llama.cpp", "file_bytes": w[0], "wiki": w[1:], "py": p and p[1:]})
         for al in allocs:
             choice = os.path.join(a.dir, "plans", f"{al}-size-{m}.choice")
-            if not os.path.exists(choice):
+            if not kept.exists(choice):
                 continue
-            name = open(choice).read().strip()
+            name = kept.read_text(choice).strip()
             cw, cp = kld(os.path.join(ev, f"{name}.wiki.json")), kld(os.path.join(ev, f"{name}.py.json"))
             if cw is None:
                 continue

@@ -17,6 +17,7 @@ import argparse
 import collections
 import json
 import os
+import kept
 
 
 def main():
@@ -27,10 +28,10 @@ def main():
     ap.add_argument("--delta", action="store_true", help="use Stage I's measured deltas (score = -delta)")
     ap.add_argument("-o", "--out", required=True)
     a = ap.parse_args()
-    s = json.load(open(a.scores))
-    man = json.load(open(a.manifest))
+    s = kept.load_json(a.scores)
+    man = kept.load_json(a.manifest)
     ent = {m["name"]: m for m in man["modules"]}
-    k = lambda f: json.load(open(os.path.join(a.layer_kld, f)))["kld"]["mean"]  # noqa: E731
+    k = lambda f: kept.load_json(os.path.join(a.layer_kld, f))["kld"]["mean"]  # noqa: E731
     base = k("base.json")
     raw = {}
     for n, m in s["modules"].items():

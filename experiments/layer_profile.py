@@ -12,20 +12,20 @@ scorer's per-layer sum against it.
 """
 import argparse
 import collections
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rank_stats import spearman  # noqa: E402
 from table_out import emit_table  # noqa: E402
+import kept  # noqa: E402
 
 CHEAP, REF = "Q2_K", "Q4_K"
 
 
 def deltas(path, ids):
     """module -> candidate -> mean measured loss change, and the step it was read at."""
-    j = json.load(open(path))
+    j = kept.load_json(path)
     if j.get("schema") == "gamma.learn.checkpoint":
         out = {m["name"]: {c: s / m["dn"] for c, s in zip(ids[m["name"]], m["dsum"])} for m in j["modules"] if m["dn"]}
         return out, j["step"]
@@ -40,8 +40,8 @@ def main():
     ap.add_argument("runs", nargs="+", help="LABEL=SCORES.json or LABEL=SCORES.json.ckpt")
     ap.add_argument("-o", "--out")
     a = ap.parse_args()
-    ids = {m["name"]: [c["id"] for c in m["candidates"]] for m in json.load(open(a.manifest))["modules"]}
-    hawq = json.load(open(a.hawq))["modules"]
+    ids = {m["name"]: [c["id"] for c in m["candidates"]] for m in kept.load_json(a.manifest)["modules"]}
+    hawq = kept.load_json(a.hawq)["modules"]
     h = {n: m["score"][REF] - m["score"][CHEAP] for n, m in hawq.items()}
     runs = []
     for spec in a.runs:
@@ -63,7 +63,7 @@ def main():
         r["per_layer"] = [c[i] for i in range(L)]
     meas = None
     if a.layer_kld:
-        k = lambda f: json.load(open(os.path.join(a.layer_kld, f)))["kld"]["mean"]  # noqa: E731
+        k = lambda f: kept.load_json(os.path.join(a.layer_kld, f))["kld"]["mean"]  # noqa: E731
         base = k("base.json")
         meas = [k(f"{i}.json") - base for i in range(L)]
         for r in runs:

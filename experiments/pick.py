@@ -6,24 +6,23 @@ validation sum is its mean KLD on wiki.valid.tokens plus on python-calib.txt's h
   pick.py RESULTS PREFIX   prints "NAME SUM" for the least-sum variant among the plans
                            RESULTS/plans/PREFIX*.json that have both validation evals
 """
-import glob
-import json
 import os
 import sys
+import kept
 
 
 def valid_sum(d, name):
     """wiki.valid + held-back python mean KLD of evals/NAME, or None without both."""
     paths = [os.path.join(d, "evals", f"{name}.{t}.json") for t in ("wv", "pv")]
-    if not all(os.path.exists(p) for p in paths):
+    if not all(kept.exists(p) for p in paths):
         return None
-    return sum(json.load(open(p))["kld"]["mean"] for p in paths)
+    return sum(kept.load_json(p)["kld"]["mean"] for p in paths)
 
 
 def best_variant(d, prefix):
     """(sum, name) of the least validation sum among the plans PREFIX*, or None."""
     best = None
-    for plan in glob.glob(os.path.join(d, "plans", f"{prefix}*.json")):
+    for plan in kept.glob(os.path.join(d, "plans", f"{prefix}*.json")):
         name = os.path.basename(plan)[: -len(".json")]
         s = valid_sum(d, name)
         if s is not None and (best is None or (s, name) < best):

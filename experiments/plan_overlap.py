@@ -7,10 +7,10 @@ allocator chose on validation (results/iq_qwen/goal_table.json, experiments/goal
   plan_overlap.py results/iq_qwen POOL-ALL/manifest.json [-o results/iq_qwen/plan_overlap.md]
 """
 import argparse
-import json
 import os
 
 from table_out import emit_table
+import kept
 
 
 def main():
@@ -19,11 +19,11 @@ def main():
     ap.add_argument("manifest", help="a pool manifest holding every type either plan uses")
     ap.add_argument("-o", "--out")
     a = ap.parse_args()
-    man = json.load(open(a.manifest))
+    man = kept.load_json(a.manifest)
     bpw = {m["name"]: {c["type"]: c["bpw"] for c in m["candidates"]} for m in man["modules"]}
     npar = {m["name"]: m["n_params"] for m in man["modules"]}
     total = sum(npar.values())
-    rows = json.load(open(os.path.join(a.dir, "goal_table.json")))["rows"]
+    rows = kept.load_json(os.path.join(a.dir, "goal_table.json"))["rows"]
     lines = ["| size | GAMMA's plan | HAWQ-V2's plan | modules that differ | share of weights | mean abs Δ bpw | GAMMA − HAWQ-V2 KLD, wiki / py |",
              "|---|---|---|---|---|---|---|"]
     out = {"schema": "gamma.plan_overlap", "version": 1, "rows": []}
@@ -31,8 +31,8 @@ def main():
         g, h = r.get("GAMMA"), r.get("HAWQ-V2")
         if not g or not h:
             continue
-        pg = json.load(open(os.path.join(a.dir, "plans", g["variant"] + ".json")))["modules"]
-        ph = json.load(open(os.path.join(a.dir, "plans", h["variant"] + ".json")))["modules"]
+        pg = kept.load_json(os.path.join(a.dir, "plans", g["variant"] + ".json"))["modules"]
+        ph = kept.load_json(os.path.join(a.dir, "plans", h["variant"] + ".json"))["modules"]
         if set(pg) != set(ph):
             raise SystemExit(f"{r['size']}: the two plans cover different modules")
         diff = [k for k in pg if pg[k] != ph[k]]

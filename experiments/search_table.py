@@ -9,22 +9,21 @@ each allocator's validation-chosen variant (its .choice file) as the sweep repor
   python3 experiments/search_table.py [-o results/iq_qwen/search_table]
 """
 import argparse
-import glob
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from table_out import emit_table  # noqa: E402
+import kept  # noqa: E402
 
 R = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "results", "iq_qwen")
 
 
 def kld(name, text):
     p = os.path.join(R, "evals", f"{name}.{text}.json")
-    if not os.path.exists(p):
+    if not kept.exists(p):
         return None
-    d = json.load(open(p))
+    d = kept.load_json(p)
     return {"mean": d["kld"]["mean"], "stderr": d["kld"]["stderr"], "file_bytes": d["model"]["file_bytes"]}
 
 
@@ -32,13 +31,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-o", "--out")
     a = ap.parse_args()
-    hawq_s = json.load(open(os.path.join(R, "hawq.json")))["stats"]["seconds"]
-    gamma_s = json.load(open(os.path.join(R, "gamma.json")))["stats"]["seconds"]
-    start_calib = json.load(open(os.path.join(R, "evals", "static-size-Q2_K-o5e2.search-calib.json")))["kld"]["mean"]
+    hawq_s = kept.load_json(os.path.join(R, "hawq.json"))["stats"]["seconds"]
+    gamma_s = kept.load_json(os.path.join(R, "gamma.json"))["stats"]["seconds"]
+    start_calib = kept.load_json(os.path.join(R, "evals", "static-size-Q2_K-o5e2.search-calib.json"))["kld"]["mean"]
     rows = [("static proxy (the search's start)", "static-size-Q2_K-o5e2", 0.0, start_calib)]
-    for f in sorted(glob.glob(os.path.join(R, "plans", "search-size-Q2_K-*s.state.json")),
-                    key=lambda f: json.load(open(f))["seconds"]):
-        st = json.load(open(f))
+    for f in sorted(kept.glob(os.path.join(R, "plans", "search-size-Q2_K-*s.state.json")),
+                    key=lambda f: kept.load_json(f)["seconds"]):
+        st = kept.load_json(f)
         name = os.path.basename(f)[:-len(".state.json")]
         limit = name[len("search-size-Q2_K-"):-1]
         rows.append((f"search, limit {limit} s ({st['generation']} generations, {st['evaluations']} evaluations)",
@@ -46,7 +45,7 @@ def main():
     rows += [("HAWQ-V2", "hawq-size-Q2_K-o5e2", hawq_s, None), ("GAMMA (measured deltas)", "gammad-size-Q2_K-o5e2", gamma_s, None)]
     chosen = []
     for alloc, label, secs in (("static", "static proxy", 0.0), ("hawq", "HAWQ-V2", hawq_s), ("gammad", "GAMMA", gamma_s)):
-        n = open(os.path.join(R, "plans", f"{alloc}-size-Q2_K.choice")).read().strip()
+        n = kept.read_text(os.path.join(R, "plans", f"{alloc}-size-Q2_K.choice")).strip()
         chosen.append((f"{label}, validation-chosen ({n.split('size-Q2_K-')[1]})", n, secs, None))
     chosen.append(("llama.cpp Q2_K (llama-quantize, same teacher + imatrix)", "llama-Q2_K", None, None))
     lines = ["gamma search vs HAWQ-V2 and GAMMA at llama.cpp Q2_K's size (752,880,576 bytes), Qwen2.5-Coder-1.5B; "

@@ -34,18 +34,9 @@ for i in range(n):
         r[k] = {"tok_s": x["avg_ts"], "stddev": x["stddev_ts"]}
     r["cpu"] = runs[0].get("cpu_info", "")
     rows.append(r)
-ref = rows[0]
 doc = {"schema": "gamma.speed", "version": 1, "threads": threads, "repetitions": reps,
        "command": "experiments/speed_bench.sh (llama-bench -p 512 -n 128)", "rows": rows}
 json.dump(doc, open(out + ".json.tmp", "w"), indent=1)
 os.replace(out + ".json.tmp", out + ".json")
-with open(out + ".md.tmp", "w") as f:
-    f.write(f"llama-bench, {threads} threads, {reps} repetitions, {rows[0]['cpu']}; ratios vs {ref['label']}\n\n")
-    f.write("| file | bytes | pp512 tok/s | tg128 tok/s | pp ratio | tg ratio |\n|---|---|---|---|---|---|\n")
-    for r in rows:
-        f.write(f"| {r['label']} | {r['file_bytes']:,} | {r['pp512']['tok_s']:.1f} ± {r['pp512']['stddev']:.1f} | "
-                f"{r['tg128']['tok_s']:.1f} ± {r['tg128']['stddev']:.1f} | {r['pp512']['tok_s'] / ref['pp512']['tok_s']:.2f} | "
-                f"{r['tg128']['tok_s'] / ref['tg128']['tok_s']:.2f} |\n")
-os.replace(out + ".md.tmp", out + ".md")
-print(out + ".md")
 PY
+python3 "$(dirname "$0")/speed_table.py" "$OUT.json" -o "$OUT.md"

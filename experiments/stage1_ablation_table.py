@@ -15,11 +15,11 @@ gammal-TAG-Q2_K of experiments/iq_sweep.sh), the clip recipe (337 steps, deltas 
   stage1_ablation_table.py results/iq_qwen reuse --sizes bpw2.75 [-o results/iq_qwen/score_reuse.md]
 """
 import argparse
-import json
 import os
 
 from rank_stats import loss_change, spearman_matrix
 from table_out import emit_table
+import kept
 
 STUDIES = {  # rows (what, eval name) and the Stage I runs whose deltas are compared
     "warm": {"rows": [("HAWQ-V2 (the start)", "hawq-size-{s}-o4e2"),
@@ -36,9 +36,9 @@ STUDIES = {  # rows (what, eval name) and the Stage I runs whose deltas are comp
 
 def kld(d, name, tag):
     p = os.path.join(d, "evals", f"{name}.{tag}.json")
-    if not os.path.exists(p):
+    if not kept.exists(p):
         return None
-    e = json.load(open(p))["kld"]
+    e = kept.load_json(p)["kld"]
     return {"mean": e["mean"], "stderr": e["stderr"]}
 
 
@@ -56,7 +56,7 @@ def main():
     out = {"schema": "gamma.stage1_ablation", "version": 1, "study": a.study, "rows": []}
     for s in a.sizes:
         ref = os.path.join(a.dir, "plans", f"hawq-size-{s}-o4e2.json")
-        ph = json.load(open(ref))["modules"] if os.path.exists(ref) else None
+        ph = kept.load_json(ref)["modules"] if kept.exists(ref) else None
         for what, pat in study["rows"]:
             n = pat.format(s=s)
             c = {t: kld(a.dir, n, t) for t in ("wv", "pv", "wiki", "py")}
@@ -65,17 +65,17 @@ def main():
             vsum = c["wv"]["mean"] + c["pv"]["mean"] if c["wv"] and c["pv"] else None
             plan = os.path.join(a.dir, "plans", n + ".json")
             differ = None
-            if ph and os.path.exists(plan):
-                p = json.load(open(plan))["modules"]
+            if ph and kept.exists(plan):
+                p = kept.load_json(plan)["modules"]
                 differ = sum(p[k] != ph[k] for k in p)
             out["rows"].append({"size": s, "allocator": what, "name": n, "valid_sum": vsum,
                                 "kld": c, "modules_unlike_hawq": differ})
             lines.append(f"| {s} | {what} | {'–' if vsum is None else f'{vsum:.4f}'} | {fmt(c['wiki'])} | "
                          f"{fmt(c['py'])} | {'–' if differ is None else differ} |")
     runs = {k: os.path.join(a.dir, f) for k, f in study["runs"].items()}
-    ch = {k: loss_change(p) for k, p in runs.items() if os.path.exists(p)}
+    ch = {k: loss_change(p) for k, p in runs.items() if kept.exists(p)}
     hq = os.path.join(a.dir, "hawq.json")
-    if os.path.exists(hq):
+    if kept.exists(hq):
         ch["HAWQ-V2"] = loss_change(hq, hawq=True)
     names, common, rho = spearman_matrix(ch)
     out["delta_spearman"] = {"names": names, "modules": len(common), "rho": rho}

@@ -9,11 +9,11 @@ there are copied by a program, not by hand:
   4. the ablations at the Q3_K_M size and the uniform runs: KLD and zero-shot;
   5. Spearman rho between KLD and zero-shot accuracy over every model with both.
 Usage: experiments/sweep_tables.py [RESULTS_DIR]   (default results/sweep_qwen)"""
-import json
 import os
 import sys
 
 from rank_stats import spearman
+import kept
 
 R = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "results", "sweep_qwen")
 E = os.path.join(R, "evals")
@@ -24,7 +24,7 @@ LIMIT = int(os.environ.get("MC_LIMIT", 100))  # as sweep_qwen.sh
 
 def load(name, suffix=""):
     p = os.path.join(E, f"{name}{suffix}.json")
-    return json.load(open(p)) if os.path.exists(p) else None
+    return kept.load_json(p) if kept.exists(p) else None
 
 
 def kld(name):
@@ -91,7 +91,7 @@ points += [(b + " bpw", {i: (q.format(b=b) if q else None) for i, (_, _, q) in e
 
 
 def mc_names():  # every run with a zero-shot file
-    return sorted(f[:-len(f".mc{LIMIT}.json")] for f in os.listdir(E) if f.endswith(f".mc{LIMIT}.json"))
+    return sorted(os.path.basename(f)[:-len(f".mc{LIMIT}.json")] for f in kept.glob(os.path.join(E, f"*.mc{LIMIT}.json")))
 
 
 def acc(name):

@@ -11,19 +11,20 @@ Every figure is a wall time this machine recorded while making the committed res
   Stage II                  the solver's own time in every committed plan (results/iq_qwen/plans)
   emit                      results/iq_qwen/emit.seconds (gamma emit of one plan from the pool)
   llama-quantize per mix    results/iq_qwen/evals/llama-MIX.quantize-seconds
-Writes results/iq_qwen/time_table.{json,md}.  Usage: python3 experiments/time_table.py
+Writes results/iq_qwen/time_table.{json,md}.  Usage: python3 experiments/time_table.py [-o OUT.md] (OUT.json beside it)
 """
-import glob
 import json
+import math
 import os
 import sys
+import kept
 
 R = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "results", "iq_qwen")
 
 
 def num(path):
     p = os.path.join(R, path)
-    return float(open(p).read().split()[0]) if os.path.exists(p) else None
+    return float(kept.read_text(p).split()[0]) if kept.exists(p) else None
 
 
 def stage1_row(label, j, pool, note=""):
@@ -38,18 +39,18 @@ def stage1_row(label, j, pool, note=""):
 
 
 def main():
-    types = json.load(open(os.path.join(R, "types.json")))
+    types = kept.load_json(os.path.join(R, "types.json"))
     pareto = types["pareto"]
     pool = {t["type"]: t["pool_seconds"] for t in types["types"]}
     pool_auto = sum(pool[t] for t in pareto)
     pool_all = sum(pool.values())
-    hawq = json.load(open(os.path.join(R, "hawq.json")))
-    gamma = json.load(open(os.path.join(R, "gamma.json")))
+    hawq = kept.load_json(os.path.join(R, "hawq.json"))
+    gamma = kept.load_json(os.path.join(R, "gamma.json"))
     solve = []
-    for f in glob.glob(os.path.join(R, "plans", "*.json")):
+    for f in kept.glob(os.path.join(R, "plans", "*.json")):
         if os.path.basename(f).startswith("search-"):  # a search's plan records the search's time
             continue
-        info = json.load(open(f)).get("info", {})
+        info = kept.load_json(f).get("info", {})
         if "seconds" in info:
             solve.append(info["seconds"])
     shared = {"teacher (gamma dequantize -> F32)": num("teacher.seconds"),
@@ -69,25 +70,25 @@ def main():
     # Every other allocator the goal table's GAMMA column picks (goal_table.json): its Stage I run
     # (gamma-TAG.json), plus for gamma-TAG-cal the 29 short layer evals of layer_calibrate.py and
     # for gammal-TAG-LOW the gamma layers run (layers-LOW.json) its --layer-scale reads.
-    layer_kld = sum(json.load(open(f))["seconds"] for f in glob.glob(os.path.join(R, "layer_kld", "*.json")))
-    picked = sorted({r["GAMMA"]["allocator"] for r in json.load(open(os.path.join(R, "goal_table.json")))["rows"]
+    layer_kld = math.fsum(kept.load_json(f)["seconds"] for f in kept.glob(os.path.join(R, "layer_kld", "*.json")))
+    picked = sorted({r["GAMMA"]["allocator"] for r in kept.load_json(os.path.join(R, "goal_table.json"))["rows"]
                      if "GAMMA" in r} - {"gammad"})
     for a in picked:
         tag = a.split("-")[1]
-        j = json.load(open(os.path.join(R, f"gamma-{tag}.json")))
+        j = kept.load_json(os.path.join(R, f"gamma-{tag}.json"))
         row = stage1_row(f"GAMMA, {a}", j, auto_name)
         if a.endswith("-cal"):
             row["scoring_s"] += layer_kld
             row["scoring"] += f"; + 29 layer KLD evals (layer_calibrate.py, {layer_kld:.0f} s)"
         elif a.startswith("gammal-"):
             low = a.split("-")[2]
-            ls = json.load(open(os.path.join(R, f"layers-{low}.json")))["info"]["seconds"]
+            ls = kept.load_json(os.path.join(R, f"layers-{low}.json"))["info"]["seconds"]
             row["scoring_s"] += ls
             row["scoring"] += f"; + gamma layers at {low} ({ls:.0f} s)"
         allocators.append(row)
     runs = []
-    for f in glob.glob(os.path.join(R, "plans", "search-size-Q2_K-*s.state.json")):
-        st = json.load(open(f))
+    for f in kept.glob(os.path.join(R, "plans", "search-size-Q2_K-*s.state.json")):
+        st = kept.load_json(f)
         limit = int(os.path.basename(f)[len("search-size-Q2_K-"):-len("s.state.json")])
         runs.append((st["seconds"], st["generation"], st["evaluations"], st["config"], limit))
     if runs:
@@ -101,16 +102,17 @@ def main():
     for a in allocators:
         a["end_to_end_s"] = shared_s + pools[a["pool"]] + a["scoring_s"] + max(solve) + (emit or 0)
     mixes = {}
-    for f in sorted(glob.glob(os.path.join(R, "evals", "llama-*.quantize-seconds"))):
-        mixes[os.path.basename(f)[len("llama-"):-len(".quantize-seconds")]] = float(open(f).read())
+    for f in sorted(kept.glob(os.path.join(R, "evals", "llama-*.quantize-seconds"))):
+        mixes[os.path.basename(f)[len("llama-"):-len(".quantize-seconds")]] = float(kept.read_text(f))
     doc = {"schema": "gamma.time_table", "version": 1, "model": "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (teacher: F32)",
            "machine": "2 cores (AMD EPYC), 2 threads", "command": "python3 experiments/time_table.py",
            "shared_s": shared, "pools_s": pools, "pool_seconds_per_type": pool,
            "stage2": {"solves": len(solve), "max_s": max(solve), "median_s": sorted(solve)[len(solve) // 2]},
            "emit_s": emit, "allocators": allocators, "llama_quantize_s": mixes}
-    tmp = os.path.join(R, "time_table.json.tmp")
-    json.dump(doc, open(tmp, "w"), indent=1)
-    os.replace(tmp, os.path.join(R, "time_table.json"))
+    md = sys.argv[2] if len(sys.argv) == 3 and sys.argv[1] == "-o" else os.path.join(R, "time_table.md")
+    js = os.path.splitext(md)[0] + ".json"
+    json.dump(doc, open(js + ".tmp", "w"), indent=1)
+    os.replace(js + ".tmp", js)
 
     def hm(s):
         if s is None:
@@ -135,10 +137,9 @@ def main():
             "some ran beside other jobs):", "", "| mix | wall |", "|---|---|"]
     for m, s in sorted(mixes.items(), key=lambda x: x[1]):
         out.append(f"| {m} | {hm(s)} |")
-    tmp = os.path.join(R, "time_table.md.tmp")
-    open(tmp, "w").write("\n".join(out) + "\n")
-    os.replace(tmp, os.path.join(R, "time_table.md"))
-    print(os.path.join(R, "time_table.md"))
+    open(md + ".tmp", "w").write("\n".join(out) + "\n")
+    os.replace(md + ".tmp", md)
+    print(md)
 
 
 if __name__ == "__main__":

@@ -13,12 +13,11 @@ two independent errors. A difference is "inside the errors" where |d| < 2 SE.
   zeroshot_table.py results/zeroshot_qwen [-o results/zeroshot_qwen/table.md]
 """
 import argparse
-import glob
-import json
 import math
 import os
 
 from table_out import emit_table
+import kept
 
 TASKS = [("arc_easy", "ARC-e", "acc_norm"), ("arc_challenge", "ARC-c", "acc_norm"), ("piqa", "PIQA", "acc_norm"),
          ("hellaswag", "HellaSwag", "acc_norm"), ("winogrande", "WinoGrande", "acc"), ("boolq", "BoolQ", "acc")]
@@ -46,9 +45,9 @@ def main():
     ap.add_argument("-o", "--out")
     a = ap.parse_args()
     res = {}
-    for f in glob.glob(os.path.join(a.dir, "evals", "*.json")):
+    for f in kept.glob(os.path.join(a.dir, "evals", "*.json")):
         model, task = os.path.basename(f)[:-len(".json")].rsplit(".", 1)
-        j = json.load(open(f))
+        j = kept.load_json(f)
         r = j["tasks"][task]
         res.setdefault(model, {"bytes": j.get("model", {}).get("file_bytes")})[task] = r
     models = [m for m in ORDER if m in res] + sorted(m for m in res if m not in ORDER)
@@ -71,7 +70,7 @@ def main():
         avg_se = math.sqrt(sum(s * s for s in ses)) / len(ses) if full else None
         b = res[m]["bytes"]
         choice = os.path.join(a.dir, f"{m}.choice")
-        label = m + (f" ({open(choice).read().strip()})" if os.path.exists(choice) else "")
+        label = m + (f" ({kept.read_text(choice).strip()})" if kept.exists(choice) else "")
         lines.append(f"| {label} | {b:,} | " + " | ".join(cells) +
                      (f" | {100 * avg:.1f} ± {100 * avg_se:.1f} |" if full else " | – |"))
         out["models"][m] = {"file_bytes": b, "average": avg, "average_stderr": avg_se,

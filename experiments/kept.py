@@ -1,0 +1,97 @@
+"""results/ as kept, one rule for every table generator: a study's intermediates (its evals/, plans/,
+and the like) live in ONE archive, results/STUDY/data.tar.xz, whose members are named relative to
+results/STUDY (evals/NAME.wiki.json, plans/NAME.json, ...). A path under a directory that holds a
+data.tar.xz is read from disk when it is there (the few files kept plain, e.g. for tests/, and
+whatever a rerun writes) and from the archive otherwise.
+
+  exists(p), load_json(p), read_text(p), glob(pattern)   as os.path.exists, json.load(open(p)),
+                                                        open(p).read(), glob.glob, over disk + archive
+  python3 experiments/kept.py cat PATH                  writes PATH's bytes (disk or archive) to stdout
+  python3 experiments/kept.py extract results/STUDY      unpacks the archive in place (to resume a
+                                                        sweep that skips what is already measured)
+"""
+import fnmatch
+import glob as _glob
+import json
+import os
+import sys
+import tarfile
+
+ARCHIVE = "data.tar.xz"
+_members = {}  # abspath of a study dir -> {member name: bytes}
+
+
+def _study(path):
+    """(abspath of the nearest directory above PATH holding data.tar.xz, PATH relative to it), or None."""
+    p = os.path.abspath(path)
+    d = os.path.dirname(p)
+    while True:
+        if os.path.isfile(os.path.join(d, ARCHIVE)):
+            return d, os.path.relpath(p, d)
+        up = os.path.dirname(d)
+        if up == d:
+            return None
+        d = up
+
+
+def _archive(study):
+    if study not in _members:
+        with tarfile.open(os.path.join(study, ARCHIVE), "r:xz") as t:
+            _members[study] = {m.name: t.extractfile(m).read() for m in t.getmembers() if m.isfile()}
+    return _members[study]
+
+
+def _read(path):
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            return f.read()
+    s = _study(path)
+    if s and s[1] in _archive(s[0]):
+        return _archive(s[0])[s[1]]
+    raise FileNotFoundError(f"{path} (neither on disk nor in its study's {ARCHIVE})")
+
+
+def exists(path):
+    if os.path.exists(path):
+        return True
+    s = _study(path)
+    return bool(s) and s[1] in _archive(s[0])
+
+
+def read_text(path):
+    return _read(path).decode()
+
+
+def load_json(path):
+    return json.loads(_read(path))
+
+
+def glob(pattern):
+    """glob.glob(PATTERN) over disk and the archive (wildcards in the file name or below the study dir)."""
+    out = set(_glob.glob(pattern))
+    s = _study(pattern)
+    if s:
+        study, rel = s
+        parts = rel.split(os.sep)
+        given = pattern.rstrip(os.sep)
+        for _ in parts:
+            given = os.path.dirname(given)
+        for name in _archive(study):
+            mp = name.split("/")
+            if len(mp) == len(parts) and all(fnmatch.fnmatchcase(a, b) for a, b in zip(mp, parts)):
+                out.add(os.path.join(given, *mp))
+    return sorted(out)
+
+
+def extract(study):
+    with tarfile.open(os.path.join(study, ARCHIVE), "r:xz") as t:
+        t.extractall(study, filter="data")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] not in ("cat", "extract"):
+        sys.exit("usage: kept.py cat PATH | kept.py extract results/STUDY")
+    if sys.argv[1] == "cat":
+        sys.stdout.buffer.write(_read(sys.argv[2]))
+    else:
+        extract(sys.argv[2])
