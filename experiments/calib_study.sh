@@ -18,6 +18,8 @@ set -euo pipefail
 root=${GAMMA_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 G=$root/build/cli/gamma; B=$root/build/bin
 W=${WORK:-/tmp/gamma-qwen}; C=$W/calib; R=$root/results/calib_qwen
+python3 "$root/experiments/kept.py" extract $R  # its evals/, plans/, ... are kept in $R/data.tar.xz
+python3 "$root/experiments/kept.py" extract $root/results/iq_qwen  # its evals/, plans/, ... are kept in $root/results/iq_qwen/data.tar.xz
 txt=${GAMMA_SHARED_DATA:-$root/../shared/data}/text
 T=${THREADS:-2}; CH=16; VCH=8
 PHASES=${PHASES:-"imatrix learn"}

@@ -7,6 +7,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 W=${WORK:-/tmp/gamma-qwen}; R=$root/results/iq_qwen
+python3 "$root/experiments/kept.py" extract $R  # its evals/, plans/, ... are kept in $R/data.tar.xz
 python3 - "$R" "$W/pool-all" > $W/iq-runs.json <<'PY'
 import glob, json, os, sys
 R, pool = sys.argv[1:3]

@@ -7,8 +7,10 @@ whatever a rerun writes) and from the archive otherwise.
   exists(p), load_json(p), read_text(p), glob(pattern)   as os.path.exists, json.load(open(p)),
                                                         open(p).read(), glob.glob, over disk + archive
   python3 experiments/kept.py cat PATH                  writes PATH's bytes (disk or archive) to stdout
-  python3 experiments/kept.py extract results/STUDY      unpacks the archive in place (to resume a
-                                                        sweep that skips what is already measured)
+  python3 experiments/kept.py extract results/STUDY      unpacks the members not on disk in place (the
+                                                        scripts that skip what is already measured or read
+                                                        plans with the C++ tools call it first; results/.gitignore
+                                                        keeps the unpacked copies out of git)
 """
 import fnmatch
 import glob as _glob
@@ -84,8 +86,10 @@ def glob(pattern):
 
 
 def extract(study):
+    """Unpacks the members not on disk (a file a rerun wrote is kept as it is)."""
     with tarfile.open(os.path.join(study, ARCHIVE), "r:xz") as t:
-        t.extractall(study, filter="data")
+        t.extractall(study, members=[m for m in t.getmembers() if not os.path.exists(os.path.join(study, m.name))],
+                     filter="data")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 set -euo pipefail
 root=${GAMMA_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}; G=$root/build/cli/gamma
 W=${WORK:-/tmp/gamma-qwen}; R=$root/results/iq_qwen/layer_kld; POOL=$W/pool-auto
+python3 "$root/experiments/kept.py" extract $root/results/iq_qwen  # its evals/, plans/, ... are kept in $root/results/iq_qwen/data.tar.xz
 # The teacher's logits on those chunks: gamma eval writes the file on first use; gamma search
 # wrote the same one (same text, ctx, chunks) for its fitness, reused when present.
 BASE=$W/kld-base-calib-4.bin

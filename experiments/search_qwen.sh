@@ -5,6 +5,7 @@
 # FROM=823: continue the shorter run's state (the same seed and inputs, so the longer run
 # equals an uninterrupted one; the seconds already spent count against WALL).
 W=${WORK:-/tmp/gamma-qwen}; R=$(cd "$(dirname "$0")/.." && pwd)/results/iq_qwen; mkdir -p $W/search
+python3 "$(dirname "$0")/kept.py" extract $R  # its evals/, plans/, ... are kept in $R/data.tar.xz
 S=$W/search/search-Q2_K-${WALL:-3168}.json
 if [ -n "${FROM:-}" ] && [ ! -f $S.state.json ]; then
   cp $W/search/search-Q2_K-$FROM.json.state.json $S.state.json.tmp && mv $S.state.json.tmp $S.state.json

@@ -3,6 +3,7 @@
 # the starting static plan on the search's own calibration chunks; copies plan + state to results.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd); G=$root/build/cli/gamma; W=${WORK:-/tmp/gamma-qwen}; R=$root/results/iq_qwen; txt=$root/../shared/data/text
+python3 "$root/experiments/kept.py" extract $R  # its evals/, plans/, ... are kept in $R/data.tar.xz
 WALL=${WALL:-823}; S=$W/search; n=search-size-Q2_K-${WALL}s
 cp $S/search-Q2_K-$WALL.json $R/plans/$n.json
 cp $S/search-Q2_K-$WALL.json.state.json $R/plans/$n.state.json

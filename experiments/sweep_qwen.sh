@@ -20,6 +20,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 G=$root/build/cli/gamma; B=$root/build/bin
 W=${WORK:-/tmp/gamma-qwen}; S=$W/sweep; R=$root/results/sweep_qwen
+python3 "$root/experiments/kept.py" extract $R  # its evals/, plans/, ... are kept in $R/data.tar.xz
 mkdir -p $S/models $S/mixes $W/scores $R/plans $R/evals
 T=${THREADS:-2}; CH=${CHUNKS:-8}; MC_LIMIT=${MC_LIMIT:-100}
 POOL=$W/pool-imx; TEACHER=$W/teacher-f32.gguf; IMX=$W/imatrix.gguf

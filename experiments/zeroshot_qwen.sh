@@ -14,6 +14,8 @@ set -euo pipefail
 root=${GAMMA_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 G=$root/build/cli/gamma; B=$root/build/bin
 W=${WORK:-/tmp/gamma-qwen}; R=$root/results/zeroshot_qwen; IQ=$root/results/iq_qwen
+python3 "$root/experiments/kept.py" extract $R  # its evals/, plans/, ... are kept in $R/data.tar.xz
+python3 "$root/experiments/kept.py" extract $IQ  # its evals/, plans/, ... are kept in $IQ/data.tar.xz
 T=${THREADS:-2}; LIMIT=${LIMIT:-500}
 TASKS=${TASKS:-"arc_easy arc_challenge piqa hellaswag winogrande boolq"}
 MODELS=${MODELS:-"teacher uniform-Q3_K llama-Q2_K gamma-Q2_K llama-IQ3_XS gamma-IQ3_XS"}
