@@ -3,6 +3,7 @@
 while pgrep -f "bash chain2.sh" > /dev/null; do sleep 10; done
 set -euo pipefail
 G=/work/main/build/cli/gamma; R=/work/main/results/iq_qwen; W=/tmp/gamma-qwen; S=$W/speed
+python3 /work/main/experiments/kept.py extract $R  # $R/plans/ is kept in $R/data.tar.xz (added when results/ was archived)
 cd $S
 for b in 2.75 3.0 3.5; do
   [ -f gammad-bpw$b.gguf ] || $G emit $W/pool-auto $R/plans/$(cat $R/plans/gammad-size-bpw$b.choice).json -o gammad-bpw$b.gguf > /dev/null
