@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Produces: results/iq_qwen/binary_table.{md,json}.
 """Issue 24 item 1: binary vs ternary candidate sets on Qwen2.5-Coder-1.5B (the paper's study).
 Stage I over {IQ2_XS, Q4_K} (two candidates: the sigmoid form) and over {IQ2_XS, IQ3_XXS, Q4_K},
 each learned at 3.0 bpw with the sweep's recipe (iq_sweep.sh GAMMA_TAG=bin|ter GAMMA_TYPES=...),

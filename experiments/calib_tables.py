@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Produces: results/calib_qwen/table.{md,json}.
 """The calibration study's tables (experiments/calib_study.sh): KLD vs the teacher of every
 measured file on the validation texts (wiki.valid.tokens, the held-back end of python-calib.txt;
 8 x 512 each, what chooses) and the test texts (wiki.test.raw, python-eval.txt; 16 x 512, what is

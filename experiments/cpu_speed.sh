@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Produces: results/cpu_speed_qwen.json.
 # Issue 17: does naming the instruction sets (cmake/cpu.cmake, GAMMA_CPU=auto) instead of
 # ggml's -march=native cost speed? llama-perplexity and `gamma eval` on the Qwen2.5-Coder-1.5B
 # Q4_K_M source (wiki.test.raw, CHUNKS x 512 tokens, 2 threads), alternating the two builds,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Produces: results/iq_qwen/delta_fit.json.
 """How Stage I's measured loss changes depend on the candidate's weight error (issue 19).
 
 For every module, fits delta_b = a + c * rel_err_b ** k over its candidates b (least squares,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Produces: results/iq_qwen/delta_vs_hawq.json, results/iq_qwen/delta_vs_hawq_e3v3.json.
 """Issue 19: how Stage I's measured loss changes (SCORES.json "delta") rank the modules against
 HAWQ-V2's predicted ones: per module, the loss change of going from the best to the cheapest
 candidate both scores cover, Spearman rho over modules (and within each kind), and the share of

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Produces: results/dist_cache_parts_qwen1.5b.json.
 """Issue 23: ranks on separate disks build only their part of the activation cache.
 
   experiments/dist_cache_parts.py --pool POOL --teacher F32.gguf -o results/dist_cache_parts_MODEL.json

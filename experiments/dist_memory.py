@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Produces: results/dist_memory_{smollm2,qwen1.5b}.json.
 """Issue 23: layer-sharded Stage I on one machine with 1, 2 and 4 ranks: per-rank peak RSS
 and seconds per step, and the scores' agreement with one process (bit for bit expected).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Produces: results/iq_qwen/goal_table.{md,json}.
 """Issue 19's goal, size by size: GAMMA (the variant with the lowest validation KLD among every
 GAMMA variant measured on validation at that size, named) against HAWQ-V2, the static proxy and
 llama.cpp's mix, KLD vs the teacher on both test texts, from results/iq_qwen/ (iq_sweep.sh).

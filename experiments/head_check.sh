@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Produces: results/iq_qwen/head_choice.md (and head_choice/, in results/iq_qwen/data.tar.xz).
 # Issue 19: why gamma solve --choose-head rescales the scores layer by layer. On the calibration
 # text gamma layers measured on (calib-learn.txt, 4 x 512; never test or validation text), KLD vs
 # the teacher of:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Produces: results/iq_qwen/head_choice_table.{md,json}.
 """Issue 19: the head gamma solve --choose-head picks (variant "hc", iq_sweep.sh CHOOSE_HEAD) against
 the hand-picked heads (FIXED variants) validation chose among, per allocator and size: the types,
 the validation KLD sums (wiki.valid + held-back python, 8 x 512 each) and whether hc is the same

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Produces: results/iq_qwen/report/.
 # gamma report over the IQ sweep's chosen plans (results/iq_qwen/plans/*.choice) and their
 # wiki.test.raw evals, with llama.cpp's mixes as points: KLD vs size, the allocation cosine of
 # every pair of plans across budgets and allocators, and Pearson r(p, choice) for the plans

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Produces: results/iq_qwen/table.{md,json}, results/iq_smollm2/table.{md,json}.
 """Issue 18's table from results/iq_<model>/ (experiments/iq_sweep.sh): at each llama.cpp mix's
 file size (and at each fixed budget of BPWS), the mix and every gamma allocator (the non-linear-tensor variant chosen on
 validation text, named) with file bytes and KLD vs the teacher on both test texts.

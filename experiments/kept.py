@@ -1,3 +1,4 @@
+# Produces no result: how every table generator reads results/ (disk, then the study's data.tar.xz).
 """results/ as kept, one rule for every table generator: a study's intermediates (its evals/, plans/,
 and the like) live in ONE archive, results/STUDY/data.tar.xz, whose members are named relative to
 results/STUDY (evals/NAME.wiki.json, plans/NAME.json, ...). A path under a directory that holds a

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Produces: results/iq_qwen/{hawq,gamma-clip,gamma-d64k}-cal.json.
 """Issue 19: per-module scores rescaled layer by layer to the measured end-to-end sensitivity.
 
 HAWQ-V2's predicted loss changes rise ~100x from the middle layers to the last (0.03 -> 2.6 per

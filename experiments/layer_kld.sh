@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Produces: results/iq_qwen/layer_kld/ (in results/iq_qwen/data.tar.xz).
 # Issue 19: each layer's end-to-end sensitivity, measured. From the source's own types (every
 # linear module at its exact-copy candidate, Q4_K or Q6_K; heads at the source's Q6_K / Q4_K:
 # the teacher up to rounding), one file per layer with that layer's seven modules at Q2_K; KLD

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Produces: results/iq_qwen/layer_profile.{md,json}.
 """Issue 19: where each scorer puts the sensitivity, layer by layer. Per layer, the summed loss
 change of moving its seven modules from Q4_K to Q2_K: Stage I's measured deltas (a SCORES.json
 with "delta", or a run's checkpoint, SCORES.json.ckpt, with the pool's manifest for the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Produces: results/measure_smollm2.json.
 # Issue 19, a first look at Stage I's measured loss changes (gamma learn --measure-every,
 # solved with --transform delta) on SmolLM2-135M, beside HAWQ-V2, the static proxy and
 # Stage I's size-log p from the same run, at linear budgets between IQ4_NL (4.5) and Q4_1

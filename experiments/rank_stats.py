@@ -1,3 +1,4 @@
+# Produces no result: rank and paired statistics shared by the table generators.
 """Spearman's rank correlation and the paired difference of per-chunk KLDs, shared by the
 experiment scripts (no SciPy on the CI image), and the per-module loss changes Stage I's ablation
 tables compare with it."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Produces: the search runs in WORK/search (experiments/search_qwen_eval.sh copies them to results/iq_qwen/plans/search-size-Q2_K-*, in results/iq_qwen/data.tar.xz).
 # Issue 24: gamma search on Qwen at llama.cpp Q2_K's size, from the static plan (o5e2 head),
 # over the 17-type pool, fitness on calibration text (never the test texts), GAMMA's Stage I
 # wall time (3,168 s) as the limit. Resumable: rerun the same command.

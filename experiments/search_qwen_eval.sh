@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Produces: results/iq_qwen/plans/search-size-Q2_K-*s* and evals/search-size-Q2_K-*s* (in results/iq_qwen/data.tar.xz).
 # Evaluates the WALL=823 (or WALL=N) search (experiments/search_qwen.sh) on both test texts (16 x 512) and
 # the starting static plan on the search's own calibration chunks; copies plan + state to results.
 set -euo pipefail

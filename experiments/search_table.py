@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Produces: results/iq_qwen/search_table.{md,json}.
 """Issue 24 item 2: gamma search against HAWQ-V2 and GAMMA at equal wall time and equal bytes
 (llama.cpp Q2_K's file size, Qwen2.5-Coder-1.5B; KLD vs the F32 teacher, 16 x 512 chunks of
 wiki.test.raw and python-eval.txt, the same chunks for every file).

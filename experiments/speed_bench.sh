@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Produces: results/speed_{qwen,qwen_bpw,smollm2}.{json,md}.
 # Issue 18, item 5: what a type mix costs in speed. llama-bench (the vendored build) prompt
 # processing (pp512) and decode (tg128) of gamma's mixed files beside llama.cpp's standard
 # mixes of about the same size, THREADS threads, REPS repetitions each, one after the other

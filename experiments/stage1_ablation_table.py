@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Produces: results/iq_qwen/warm_start.{md,json}, results/iq_qwen/score_reuse.{md,json}.
 """Issue 19's Stage I ablations on Qwen, each a table of files at equal bytes (o4e2 head):
 validation sum (wiki.valid + held-back python, 8 x 512 each), wiki.test / python-eval (16 x 512)
 KLD vs the teacher, how many modules each plan sets unlike HAWQ-V2's, and how alike the runs'

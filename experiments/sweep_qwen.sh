@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
+# Produces: results/sweep_qwen/ (evals/, plans/ in results/sweep_qwen/data.tar.xz) and results/{hawq,learn}_qwen1.5b_imatrix*.json.
 # Issue 8's sweep on Qwen2.5-Coder-1.5B (teacher: the Q4_K_M source dequantized to F32), all
-# through one imatrix pool (learn_qwen.sh's), one solver and one shared teacher base file:
+# through one imatrix pool (made by experiments/learn_qwen.sh, removed; git history), one solver and one shared teacher base file:
 #   - llama.cpp's mixes (the vendored llama-quantize, same teacher + imatrix);
 #   - at each mix's file size and at fixed linear-bpw budgets: GAMMA (Stage I scores learned
 #     once at 3.0 bpw, re-solved per budget with --fill; as log p, and the EXTRA variants with

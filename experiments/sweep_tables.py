@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Produces: issue 8's sweep tables in results/README.md (printed).
 """Prints the README's sweep tables (Markdown) from results/sweep_qwen/evals, so the figures
 there are copied by a program, not by hand:
   1. KLD vs teacher at each llama.cpp mix's file size, per allocator;

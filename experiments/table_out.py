@@ -1,3 +1,4 @@
+# Produces no result: how the table generators write OUT.md and OUT.json.
 """An experiment's table: printed, and with -o PATH written as Markdown to PATH and as JSON
 beside it (PATH with .json), each atomically (a temporary file renamed over the old one)."""
 import argparse

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Produces: results/iq_qwen/time_table.{md,json}.
 """Issue 24, item 5: the quantization-time table (the paper's "quantization time"), Qwen2.5-Coder-1.5B.
 
 Every figure is a wall time this machine recorded while making the committed results (2 cores):

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Produces: results/iq_qwen/token_energy.{md,json}.
 """Issue 19: where the teacher's hidden-state energy sits, per layer boundary, on Stage I's
 calibration cache (gamma's activation cache: h<B>.bin, F16, n_seq x seq_len x n_embd).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Produces: results/zeroshot_qwen/table.{md,json}.
 """The zero-shot table from results/zeroshot_qwen/evals/MODEL.TASK.json (experiments/zeroshot_qwen.sh):
 accuracy per task (acc_norm for ARC, PIQA and HellaSwag, acc for WinoGrande and BoolQ, as
 lm-eval-harness reports them) +- standard error, the average, and each model's file bytes.
