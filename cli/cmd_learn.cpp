@@ -29,7 +29,9 @@ namespace {
   throw Failure("cannot run " + exe + ": " + std::strerror(errno));
 }
 
-void add_passthrough(CLI::App& app, const char* name, const char* help, std::vector<std::string> lead) {
+}  // namespace
+
+void add_gamma_learn_passthrough(CLI::App& app, const char* name, const char* help, std::vector<std::string> lead) {
   auto* c = app.add_subcommand(name, help);
   c->prefix_command();  // everything after the name goes to gamma-learn untouched
   c->set_help_flag();
@@ -40,10 +42,11 @@ void add_passthrough(CLI::App& app, const char* name, const char* help, std::vec
   });
 }
 
+
+namespace {
+
 void add_learn(CLI::App& app) {
-  add_passthrough(app, "learn", "Stage I: learn per-module candidate scores (GAMMA; resumable)", {"gamma learn"});
-  add_passthrough(app, "hawq", "HAWQ-V2 baseline scores: Hessian trace (Hutchinson) x squared perturbation",
-                  {"gamma hawq", "hawq"});
+  add_gamma_learn_passthrough(app, "learn", "Stage I: learn per-module candidate scores (GAMMA; resumable)", {"gamma learn"});
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "cli/command.h"
 #include "run/run.h"
+#include "solve/budget.h"
 #include "util/files.h"
 
 namespace gm::cli {
@@ -14,7 +15,8 @@ void add_run(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   auto* c = app.add_subcommand("run", "the whole job: a file of a given size (or KLD), the best of gamma's allocators on validation text, beside llama.cpp's mixes (resumable)");
   c->add_option("model", o->model, "registry name (see gamma fetch) or a GGUF path")->capture_default_str();
-  auto* size = c->add_option("--size", o->size, "target: the whole file, e.g. 880MiB, 1.2GB, 123456 (bytes)");
+  auto* size = c->add_option("--size", o->sizes, "target: the whole file, e.g. 880MiB, 1.2GB, 123456 (bytes); a comma list makes one file per size from the same pool and scores")
+                   ->delimiter(',');
   auto* bpw = c->add_option("--bpw", o->bpw, "target: bits per weight of the linear modules (default 4.75 when no target is given)");
   auto* kld = c->add_option("--max-kld", o->max_kld, "target: the smallest file whose validation KLD vs the teacher is at most this");
   size->excludes(bpw)->excludes(kld);
@@ -36,7 +38,8 @@ void add_run(CLI::App& app) {
   c->add_option("--compare", o->compare, "auto (llama.cpp's mixes that fit the budget and are near it), none, or one mix such as Q3_K_M")->capture_default_str();
   c->add_option("--max-mixes", o->max_mixes, "auto: at most this many mixes inside the budget")->capture_default_str();
   c->add_option("--text", o->eval_text, "report text (default: wiki.test.raw of the shared data); never used for choosing");
-  c->add_option("--valid-text", o->valid_text, "text that chooses among plans and decides the verdict (default: wiki.valid.tokens)");
+  c->add_option("--valid-text", o->valid_texts, "texts that choose among plans and decide the verdict, their KLDs summed: wiki (wiki.valid.tokens, the default), python (python-calib.txt's held-back end) or paths (comma list)")
+      ->delimiter(',');
   c->add_option("-c,--ctx", o->eval_ctx, "evaluation (and imatrix) chunk length")->capture_default_str();
   c->add_option("--chunks", o->eval_chunks, "report-text chunks")->capture_default_str();
   c->add_option("--valid-chunks", o->valid_chunks, "validation chunks (default: --chunks)");
@@ -54,7 +57,7 @@ void add_run(CLI::App& app) {
       o->llama_bin = env && *env ? env : exe_dir() + "/../bin";  // build/cli/gamma, build/bin/llama-*
     }
     if (size->count() + bpw->count() + kld->count() == 0) o->bpw = 4.75;
-    if (bpw->count() && !(o->bpw > 0 && o->bpw < 32)) throw Failure("--bpw must be between 0 and 32");
+    if (bpw->count()) fail_if(solve::check_bpw(o->bpw));
     if (kld->count() && !(o->max_kld > 0 && std::isfinite(o->max_kld))) throw Failure("--max-kld must be a positive number");
     if (o->eval_chunks < 1 || o->eval_ctx < 8 || o->imatrix_chunks < 1 || o->steps < 0 || o->visit_steps < 1 || o->valid_chunks < 0 || o->max_mixes < 1)
       throw Failure("--chunks, --ctx, --imatrix-chunks, --visit-steps and --max-mixes must be positive (--steps >= 0)");

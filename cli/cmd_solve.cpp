@@ -1,17 +1,11 @@
 // gamma solve: Stage II. Scores + pool + budget -> the plan with the highest total score
 // that fits, proven optimal (or with its gap reported); --sweep writes one plan per budget
 // and the Pareto front.
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <optional>
 
 #include "cli/command.h"
-#include "solve/allocate.h"
-#include "solve/budget.h"
-#include "solve/fill.h"
-#include "solve/head_choice.h"
-#include "solve/layer_scale.h"
+#include "solve/request.h"
 #include "util/files.h"
 
 namespace gm::cli {
@@ -39,113 +33,61 @@ void report(const solve::Allocation& a, const std::string& path, bool require_op
                  path.c_str(), s.score, s.upper_bound);
 }
 
-// File names for sweep plans: enough decimals to tell the budgets apart.
-std::string plan_name(double bpw, double step) {
-  int decimals = 2;
-  while (decimals < 9 && std::fabs(step * std::pow(10.0, decimals) - std::round(step * std::pow(10.0, decimals))) > 1e-6)
-    ++decimals;
-  return fmt::format("plan-{:.{}f}bpw.json", bpw, decimals);
-}
-
 void run_solve(const SolveOpts& o) {
   if (o.pool.empty()) throw Failure("give the pool directory (gamma solve POOL ...)");
   const int budgets = !o.bpw.empty() + !o.size.empty() + !o.sweep.empty();
   if (budgets != 1) throw Failure("give exactly one budget: --bpw X, --size BYTES or --sweep START:STOP:STEP");
   if (o.scores.empty() == !o.from_manifest) throw Failure("give exactly one of --scores FILE or --score-from-manifest");
-  if (!(o.time_limit > 0)) throw Failure("--time-limit must be positive");
-  if (o.fill != 0 && !(o.fill > 0 && o.fill <= 1)) throw Failure("--fill must be in (0, 1]");
-  if (o.fill > 0 && !o.sweep.empty()) throw Failure("--fill takes one budget (--bpw or --size), not --sweep");
-  if (!o.choose_head.empty() && o.size.empty()) throw Failure("--choose-head takes a file-size budget (--size): a --bpw budget does not pay for the head");
-  if (!o.choose_head.empty() && o.fill > 0) throw Failure("--choose-head and --fill do not combine");
 
   // Everything is parsed and checked before anything is solved or written.
-  solve::Budget budget;
-  std::vector<double> sweep;
-  if (!o.bpw.empty()) {
-    char* end = nullptr;
-    budget.bpw = std::strtod(o.bpw.c_str(), &end);
-    if (o.bpw.empty() || *end || !std::isfinite(budget.bpw) || budget.bpw <= 0 || budget.bpw > 32)
-      throw Failure(fmt::format("--bpw '{}' must be a number of bits per weight in (0, 32]", o.bpw));
-  } else if (!o.size.empty()) {
-    budget.kind = solve::Budget::Kind::kFileBytes;
-    budget.file_bytes = value_or_fail(solve::parse_size(o.size));
-  } else {
-    sweep = value_or_fail(solve::parse_sweep(o.sweep));
-  }
-  std::vector<solve::Constraint> cs;
-  for (const auto& s : o.allow) cs.push_back(value_or_fail(solve::parse_constraint(solve::Constraint::Kind::kAllow, s)));
-  for (const auto& s : o.pin) cs.push_back(value_or_fail(solve::parse_constraint(solve::Constraint::Kind::kPin, s)));
-  std::map<std::string, std::string> fixed;
+  solve::Request r;
+  r.scores = o.scores;
+  r.transform = o.transform;
+  r.blend = o.blend;
+  r.layer_scale = o.layer_scale;
+  r.choose_head = o.choose_head;
+  r.fill = o.fill;
+  r.knapsack.max_seconds = o.time_limit;
+  if (!o.bpw.empty()) r.budget = solve::Budget::of_bpw(value_or_fail(solve::parse_bpw(o.bpw)));
+  else if (!o.size.empty()) r.budget = solve::Budget::of_file_bytes(value_or_fail(solve::parse_size(o.size)));
+  else r.sweep = value_or_fail(solve::parse_sweep(o.sweep));
+  fail_if(r.check());
+  for (const auto& s : o.allow) r.constraints.push_back(value_or_fail(solve::parse_constraint(solve::Constraint::Kind::kAllow, s)));
+  for (const auto& s : o.pin) r.constraints.push_back(value_or_fail(solve::parse_constraint(solve::Constraint::Kind::kPin, s)));
   for (const auto& f : o.fixed) {
     const auto eq = f.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == f.size())
       throw Failure(fmt::format("--fixed '{}': expected TENSOR=TYPE, e.g. token_embd.weight=Q6_K", f));
-    fixed[f.substr(0, eq)] = f.substr(eq + 1);
+    r.fixed[f.substr(0, eq)] = f.substr(eq + 1);
   }
   std::string out = o.out;
-  while (!sweep.empty() && out.size() > 1 && out.back() == '/') out.pop_back();
+  while (!r.sweep.empty() && out.size() > 1 && out.back() == '/') out.pop_back();
   fail_if(check_writable_dir(out));
 
   Manifest m = value_or_fail(Manifest::load(o.pool));
-  solve::Scores scores = value_or_fail(o.from_manifest ? solve::Scores::from_manifest(m) : solve::Scores::load(o.scores));
-  fail_if(scores.transform(o.transform, m));
-  const size_t fit_fallbacks = scores.fit_fallbacks;
-  if (!o.blend.empty()) {
-    if (o.from_manifest) throw Failure("--blend needs --scores (it blends two scorers' files)");
-    fail_if(scores.blend(value_or_fail(solve::Scores::load(o.blend))));
-  }
-  std::vector<int> split_layers;
-  if (!o.layer_scale.empty()) {
-    const auto ls = value_or_fail(solve::LayerSensitivity::load(o.layer_scale));
-    fail_if(solve::scale_by_layer(scores, ls, m, &split_layers));
-  }
-  std::optional<solve::LayerSensitivity> heads;
-  if (!o.choose_head.empty()) heads = value_or_fail(solve::LayerSensitivity::load(o.choose_head));
-  solve::KnapsackOptions kopt;
-  kopt.max_seconds = o.time_limit;
-  const solve::Scores scores_copy = scores;  // --fill re-weights copies
-  auto alloc = value_or_fail(solve::Allocator::create(m, std::move(scores), cs, kopt, fixed));
-
-  auto check_optimal = [&](const solve::Allocation& a) {
+  solve::Outcome res = value_or_fail(solve::solve_request(m, r));
+  for (const auto& a : res.plans)
     if (o.require_optimal && !a.solution.optimal)
       throw Failure(fmt::format("{}: not proven optimal within --time-limit (gap {:.3g}); nothing written",
                                 a.budget.describe(), a.solution.gap()));
-  };
-  if (sweep.empty()) {
-    double kappa = 0;
-    json head_info;
-    solve::Allocation a =
-        heads ? value_or_fail(solve::solve_choosing_head(m, scores_copy, cs, kopt, fixed, budget, *heads, &head_info))
-        : o.fill > 0 ? value_or_fail(solve::solve_filled(m, scores_copy, cs, kopt, fixed, budget, o.fill, &kappa))
-                     : value_or_fail(alloc.solve(budget));
-    if (heads) a.plan.info["choose_head"] = head_info;
-    if (o.fill > 0) a.plan.info["fill"] = {{"fraction", o.fill}, {"kappa", kappa}};
-    if (o.transform != "score") a.plan.info["transform"] = o.transform;
-    if (o.transform == "delta-fit") a.plan.info["delta_fit_raw_modules"] = fit_fallbacks;
-    if (!o.blend.empty()) a.plan.info["blend"] = o.blend;
-    if (!o.layer_scale.empty()) a.plan.info["layer_scale"] = {{"file", o.layer_scale}, {"rel_err_split_layers", split_layers}};
-    check_optimal(a);
-    fail_if(a.plan.save(o.out));
-    report(a, o.out, o.require_optimal);
+  if (r.sweep.empty()) {
+    const auto& a = res.plans.front();
+    fail_if(a.plan.save(out));
+    report(a, out, o.require_optimal);
     return;
   }
-  std::vector<solve::Allocation> all = value_or_fail(alloc.sweep(sweep));
-  for (const auto& a : all) check_optimal(a);
-  const double step = sweep.size() > 1 ? sweep[1] - sweep[0] : 0.01;
-  std::vector<std::string> names;
-  for (const auto& a : all) names.push_back(plan_name(a.budget.bpw, step));
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
   if (ec) throw Failure(fmt::format("cannot create {}: {}", out, ec.message()));
-  for (size_t k = 0; k < all.size(); ++k) fail_if(all[k].plan.save(out + "/" + names[k]));
+  for (size_t k = 0; k < res.plans.size(); ++k) fail_if(res.plans[k].plan.save(out + "/" + res.names[k]));
   const std::string front = out + "/pareto.json";
-  fail_if(write_json(front, alloc.pareto(all, names)));
+  fail_if(write_json(front, res.pareto));
   double total = 0;
   size_t optimal = 0;
-  for (const auto& a : all) total += a.solution.seconds, optimal += a.solution.optimal;
+  for (const auto& a : res.plans) total += a.solution.seconds, optimal += a.solution.optimal;
   std::printf("%s: %zu plans (%zu proven optimal) from %.4g to %.4g bpw in %.1f ms; Pareto front %s\n", out.c_str(),
-              all.size(), optimal, sweep.front(), sweep.back(), total * 1e3, front.c_str());
-  for (const auto& a : all)
+              res.plans.size(), optimal, r.sweep.front(), r.sweep.back(), total * 1e3, front.c_str());
+  for (const auto& a : res.plans)
     if (!a.solution.optimal)
       std::fprintf(stderr, "gamma: warning: %s: not proven optimal; best found %.9g, upper bound %.9g\n",
                    a.budget.describe().c_str(), a.solution.score, a.solution.upper_bound);

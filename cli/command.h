@@ -6,6 +6,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -27,6 +28,10 @@ T value_or_fail(Result<T> r) {
 
 using AddCommand = std::function<void(CLI::App&)>;
 bool register_command(int order, AddCommand add);
+
+// `gamma learn` and `gamma hawq` run in gamma-learn, the one LibTorch program: a subcommand
+// NAME whose arguments go to it unparsed (after `lead`), by exec (cmd_learn.cpp).
+void add_gamma_learn_passthrough(CLI::App& app, const char* name, const char* help, std::vector<std::string> lead);
 
 }  // namespace gm::cli
 

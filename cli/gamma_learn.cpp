@@ -12,7 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "llama/log.h"
-#include "learn/hawq.h"
+#include "hawq/hawq.h"
 #include "learn/learn.h"
 #include "util/main_guard.h"
 
@@ -29,7 +29,7 @@ void add_common(CLI::App& app, std::string* pool, std::string* teacher, std::str
       ->capture_default_str();
   app.add_option("-t,--threads", *threads, "threads (default: all cores)");
   app.add_option("--calib", calib->text_files,
-                 "calibration text files (default: war-and-peace.txt, python-calib.txt from ../shared/data/text)");
+                 "calibration text files (default: gamma run's, the first 40,000 bytes of war-and-peace.txt then 36,000 of python-calib.txt)");
   app.add_option("--calib-tokens", calib->calib_tokens, "calibration tokens (whole sequences)")->capture_default_str();
   app.add_option("--seq-len", calib->seq_len, "tokens per calibration sequence")->capture_default_str();
   app.add_flag("--f32-activations", calib->f32, "cache teacher activations as F32 instead of F16");

@@ -6,7 +6,7 @@
 #include "learn/checkpoint.h"
 #include "plan/plan.h"
 #include "pool/manifest.h"
-#include "solve/scores.h"
+#include "scores/scores.h"
 #include "util/json.h"
 
 namespace {
@@ -25,7 +25,7 @@ void read_one(const uint8_t* data, size_t size) {
 #elif READER(FUZZ_READER) == READER_plan
   (void)gm::Plan::load(gm::fuzz::write_input(data, size, "plan.json"));
 #elif READER(FUZZ_READER) == READER_scores
-  (void)gm::solve::Scores::load(gm::fuzz::write_input(data, size, "scores.json"));
+  (void)gm::scores::Scores::load(gm::fuzz::write_input(data, size, "scores.json"));
 #elif READER(FUZZ_READER) == READER_checkpoint
   const std::string path = gm::fuzz::write_input(data, size, "scores.json.ckpt");
   auto j = gm::read_json(path, gm::Checkpoint::kSchema, gm::Checkpoint::kVersion);

@@ -11,7 +11,7 @@
 #include "layers/layers.h"
 #include "plan/plan.h"
 #include "pool/manifest.h"
-#include "solve/layer_scale.h"
+#include "scores/layer_scale.h"
 #include "testing.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -47,7 +47,7 @@ TEST(Layers, EachLayersKldIsWhatEvalMeasuresForThatFile) {
   const std::string out = f.d / "layers.json";
   auto r = gamma(f.layers(out));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto ls = gm::solve::LayerSensitivity::load(out);
+  auto ls = gm::scores::LayerSensitivity::load(out);
   auto m = gm::Manifest::load(f.pool);
   ASSERT_TRUE(ls.is_ok() && m.is_ok()) << ls.status().message();
   EXPECT_EQ(ls->kld.size(), size_t(m->n_layer));
@@ -74,7 +74,7 @@ TEST(Layers, AStoppedMeasurementResumesFromItsPartialFile) {
   Fixture f;
   const std::string a = f.d / "a.json", b = f.d / "b.json";
   ASSERT_EQ(gamma(f.layers(a)).exit_code, 0);
-  auto la = gm::solve::LayerSensitivity::load(a);
+  auto la = gm::scores::LayerSensitivity::load(a);
   ASSERT_TRUE(la.is_ok());
   // What a measurement stopped after the base file and layer 0 leaves (layer 0's value marked).
   gm::json part = gm::json_header("gamma.layers.partial", 1);
@@ -86,7 +86,7 @@ TEST(Layers, AStoppedMeasurementResumesFromItsPartialFile) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(fmt::format("{} files evaluated (resumed after 2)", la->kld.size() - 1)), std::string::npos)
       << r.output;
-  auto lb = gm::solve::LayerSensitivity::load(b);
+  auto lb = gm::scores::LayerSensitivity::load(b);
   ASSERT_TRUE(lb.is_ok());
   EXPECT_EQ(lb->kld.at(0), 123.0);  // taken from the partial file, not measured again
   for (const auto& [l, k] : la->kld)
@@ -183,7 +183,7 @@ TEST(Layers, HeadTypesAreMeasuredAloneAndSolveChoosesTheLeastPredictedKld) {
   // F32, the source's type, is the base file: listed, it is not measured again.
   auto r = gamma(f.layers(out, "--head output.weight=Q4_0,Q8_0,F32 --head token_embd.weight=Q4_0"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto ls = gm::solve::LayerSensitivity::load(out);
+  auto ls = gm::scores::LayerSensitivity::load(out);
   auto m = gm::Manifest::load(f.pool);
   ASSERT_TRUE(ls.is_ok() && m.is_ok()) << ls.status().message();
   EXPECT_NE(r.output.find(fmt::format("; {} files evaluated", ls->kld.size() + 1 + 3)), std::string::npos) << r.output;

@@ -1121,7 +1121,9 @@ TEST(Hawq, FfnDownTraceMatchesItsClosedForm) {
   ASSERT_TRUE(model.is_ok()) << model.status().message();
   const HParams& hp = (*model)->hparams();
   CalibOptions co;
-  co.text_files = default_calibration_files();
+  auto files = default_calibration_files();
+  ASSERT_TRUE(files.is_ok()) << files.status().message();
+  co.text_files = *files;
   co.calib_tokens = 512;
   co.seq_len = 64;
   co.cache_root = dir / "act";

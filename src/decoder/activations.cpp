@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "util/data.h"
 #include "ggml.h"
 #include "gguf_model/model.h"
 #include "decoder/llama_runner.h"
@@ -50,10 +51,9 @@ Status pread_all(int fd, void* data, size_t n, uint64_t off, const std::string& 
 
 }  // namespace
 
-std::vector<std::string> default_calibration_files() {
-  const std::string root = shared_data_dir();
-  return {fs::weakly_canonical(root + "/text/war-and-peace.txt").string(),
-          fs::weakly_canonical(root + "/text/python-calib.txt").string()};
+Result<std::vector<std::string>> default_calibration_files() {
+  GAMMA_ASSIGN_OR_RETURN(std::string f, default_calibration_file());
+  return std::vector<std::string>{f};
 }
 
 std::string activation_cache_root(const CalibOptions& opt) {
@@ -61,7 +61,10 @@ std::string activation_cache_root(const CalibOptions& opt) {
 }
 
 Result<std::vector<std::vector<int32_t>>> calibration_sequences(LlamaRunner& runner, const CalibOptions& opt) {
-  const auto files = opt.text_files.empty() ? default_calibration_files() : opt.text_files;
+  std::vector<std::string> files = opt.text_files;
+  if (files.empty()) {
+    GAMMA_ASSIGN_OR_RETURN(files, default_calibration_files());
+  }
   const int seq_len = opt.seq_len;
   const int n_seq = int(std::max<int64_t>(1, opt.calib_tokens / seq_len));
   const int32_t bos = runner.bos();
@@ -106,7 +109,10 @@ Result<std::unique_ptr<ActivationCache>> ActivationCache::open_or_build(const st
   if (opt.seq_len < 2) return Status::errorf("--seq-len must be at least 2 (got {})", opt.seq_len);
   if (opt.calib_tokens < 1) return Status::errorf("--calib-tokens must be positive (got {})", opt.calib_tokens);
   GAMMA_ASSIGN_OR_RETURN(auto teacher, Model::open(teacher_path));
-  const auto files = opt.text_files.empty() ? default_calibration_files() : opt.text_files;
+  std::vector<std::string> files = opt.text_files;
+  if (files.empty()) {
+    GAMMA_ASSIGN_OR_RETURN(files, default_calibration_files());
+  }
   const int n_seq = int(std::max<int64_t>(1, opt.calib_tokens / opt.seq_len));
 
   // The key: what determines the bytes of the cache.

@@ -36,11 +36,9 @@ struct CalibOptions {
   std::function<void(int done)> on_sequence;
 };
 
-// war-and-peace.txt and python-calib.txt (prose and code, an equal share of sequences each, as
-// gamma run's default calibration) from ../shared/data/text ($GAMMA_SHARED_DATA, else the shared
-// data next to the working tree); never a text gamma run chooses on (wiki.valid.tokens) or
-// reports on (experiments/ that validate on python-calib.txt's end pass --calib).
-std::vector<std::string> default_calibration_files();
+// gamma run's default calibration text (util/data.h: prose then code, never validation text),
+// as the one file it is written to.
+Result<std::vector<std::string>> default_calibration_files();
 
 // Where the cache entries of `opt` live: opt.cache_root, else cache_dir()/activations.
 std::string activation_cache_root(const CalibOptions& opt);

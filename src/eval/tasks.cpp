@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "util/data.h"
 #include "util/parallel.h"
 #include "util/progress.h"
 
@@ -129,14 +130,7 @@ struct ItemPlan {
 
 }  // namespace
 
-std::string default_tasks_dir() {
-  if (const char* e = std::getenv("GAMMA_TASKS_DIR")) return e;
-#ifdef GAMMA_DEFAULT_TASKS_DIR
-  return GAMMA_DEFAULT_TASKS_DIR;
-#else
-  return "../shared/data/tasks";
-#endif
-}
+std::string default_tasks_dir() { return shared_data_dir() + "/tasks"; }
 
 Result<std::string> resolve_task(const std::string& name_or_path, const std::string& tasks_dir) {
   if (name_or_path.empty()) return Status::error("empty task name");

@@ -43,7 +43,7 @@ struct McTask {
   std::vector<McItem> items;
 };
 
-// The default tasks folder: $GAMMA_TASKS_DIR, else ../shared/data/tasks of the source tree.
+// The default tasks folder: tasks/ of the shared data folder (util/data.h).
 std::string default_tasks_dir();
 // A task given as a path to a .jsonl file or as a name looked up as DIR/NAME.jsonl.
 Result<std::string> resolve_task(const std::string& name_or_path, const std::string& tasks_dir);

@@ -117,4 +117,18 @@ Result<std::string> fetch_model(const std::string& name, bool quiet) {
   return dest;
 }
 
+Result<std::string> resolve_model(const std::string& name_or_path, const std::function<void()>& fetching) {
+  const std::string& s = name_or_path;
+  const bool looks_like_path = s.find('/') != std::string::npos ||
+                               (s.size() > 5 && s.compare(s.size() - 5, 5, ".gguf") == 0);
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(s, ec)) return s;
+  if (looks_like_path || std::filesystem::exists(s, ec))
+    return Status::errorf("model {}: {}", s,
+                          std::filesystem::exists(s, ec) ? "not a regular file" : "no such file");
+  GAMMA_RETURN_IF_ERROR(find_model(s).status());  // "unknown model" with the known names
+  if (fetching) fetching();
+  return fetch_model(s);
+}
+
 }  // namespace gm

@@ -4,6 +4,7 @@
 // leaves only a temp directory that the next call removes.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,5 +28,8 @@ Result<KnownModel> find_model(const std::string& name);
 std::string cached_model_path(const KnownModel& m);
 // Returns the cached path, fetching it first if needed.
 Result<std::string> fetch_model(const std::string& name, bool quiet = false);
+// A model as users name it: a GGUF path (anything with a '/' or ending in .gguf, which must
+// exist) or a registry name (`fetching` is called, then it is fetched or found in the cache).
+Result<std::string> resolve_model(const std::string& name_or_path, const std::function<void()>& fetching = {});
 
 }  // namespace gm

@@ -91,7 +91,7 @@ Result<LayersResult> measure_layers(const LayersOptions& o) {
   GAMMA_ASSIGN_OR_RETURN(OutputLock lock, OutputLock::take(o.out, "gamma layers"));
   const auto t0 = std::chrono::steady_clock::now();
 
-  solve::LayerSensitivity ls;
+  scores::LayerSensitivity ls;
   ls.model_fingerprint = m.model_fingerprint;
   GAMMA_RETURN_IF_ERROR(pick_candidates(m, o.low, &ls.ref, &ls.low));
   std::map<std::string, std::vector<std::string>> heads;

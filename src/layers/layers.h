@@ -2,7 +2,7 @@
 // (every linear module at its reference candidate, the source's type, and every other tensor
 // at the source's type: the teacher up to rounding), one file per layer with that layer's
 // modules at a low candidate (Q2_K by default), each scored by KLD against the teacher on
-// calibration text through libllama. The result (solve/layer_scale.h) rescales any scorer's
+// calibration text through libllama. The result (scores/layer_scale.h) rescales any scorer's
 // scores layer by layer: `gamma solve --layer-scale LAYERS.json`.
 //
 // With --head, also one file per listed type of the output head or the embedding (the rest at
@@ -18,7 +18,7 @@
 
 #include "pool/manifest.h"
 
-#include "solve/layer_scale.h"
+#include "scores/layer_scale.h"
 #include "util/status.h"
 
 namespace gm::layers {
@@ -41,7 +41,7 @@ struct LayersOptions {
 };
 
 struct LayersResult {
-  solve::LayerSensitivity sensitivity;
+  scores::LayerSensitivity sensitivity;
   int measured = 0;      // files evaluated by this call
   int resumed_from = -1;  // layers already measured by an earlier call, -1 when none
   double seconds = 0;

@@ -22,7 +22,7 @@
 #include "decoder/hparams.h"
 #include "plan/plan.h"
 #include "pool/manifest.h"
-#include "solve/scores.h"
+#include "scores/scores.h"
 #include "util/files.h"
 #include "util/progress.h"
 #include "util/threads.h"
@@ -869,7 +869,7 @@ Status StageOne::optimise() {
 // SCORES.json: p = softmax(pi / tau) at the last step's tau, the logits, the final figures.
 Result<json> StageOne::scores(const LearnResult& result) {
   const double tau = tau_at(opt_, opt_.steps - 1);
-  solve::Scores sc;  // Stage II's input: score = p; the rest of the file is Stage I's record
+  scores::Scores sc;  // Stage II's input: score = p; the rest of the file is Stage I's record
   sc.method = "gamma";
   sc.model_fingerprint = man_.model_fingerprint;
   sc.pool_manifest_sha256 = pool_sha_;
@@ -933,7 +933,9 @@ Result<LearnResult> learn(const LearnOptions& opt_in) {
   LearnOptions opt = opt_in;
   GAMMA_RETURN_IF_ERROR(validate(opt));
   opt.n_threads = resolve_threads(opt.n_threads);
-  if (opt.calib.text_files.empty()) opt.calib.text_files = default_calibration_files();
+  if (opt.calib.text_files.empty()) {
+    GAMMA_ASSIGN_OR_RETURN(opt.calib.text_files, default_calibration_files());
+  }
   opt.calib.n_threads = opt.n_threads;
   opt.calib.quiet = opt.quiet;
   GAMMA_ASSIGN_OR_RETURN(auto stage, StageOne::open(opt));

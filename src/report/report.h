@@ -16,7 +16,7 @@
 #include "pool/manifest.h"
 #include "report/formats.h"
 #include "report/plot.h"
-#include "solve/scores.h"
+#include "scores/scores.h"
 #include "util/json.h"
 #include "util/status.h"
 
@@ -24,8 +24,8 @@ namespace gm::report {
 
 // module -> candidate id -> Stage I probability p.
 using ProbMap = std::map<std::string, std::map<std::string, double>>;
-// One scores type for the whole project (solve/scores.h): p is empty for scorers without it.
-using Scores = solve::Scores;
+// One scores type for the whole project (scores/scores.h): p is empty for scorers without it.
+using Scores = scores::Scores;
 
 struct Run {
   std::string method;

@@ -5,6 +5,8 @@
 #include <regex>
 
 #include "gguf_model/model.h"
+#include "run/pipeline.h"
+#include "run/proc.h"
 #include "util/proc.h"
 
 namespace gm::run {
@@ -60,6 +62,85 @@ std::vector<std::string> mixes_for_budget(const std::map<std::string, uint64_t>&
   std::vector<std::string> out;
   for (const auto& w : within) out.push_back(w.second);
   return out;
+}
+
+
+// ---- in a run: the mixes built from the run's teacher and imatrix, measured like gamma's files
+
+std::vector<std::string> quantize_cmd(const Env& e, const std::string& mix, const std::string& out) {
+  std::vector<std::string> cmd = {e.o.llama_bin + "/llama-quantize"};
+  if (!e.imatrix.empty()) cmd.insert(cmd.end(), {"--imatrix", e.imatrix});
+  cmd.insert(cmd.end(), {e.teacher, out, mix, e.T});
+  return cmd;
+}
+
+namespace {
+
+// llama-quantize's prediction of every standard mix it can make here (cached: a dry run loads
+// the teacher's header, a fraction of a second each).
+Result<std::map<std::string, uint64_t>> predict_mixes(Env& e) {
+  const std::string cache = e.W + "/mixes-predicted.json";
+  std::map<std::string, uint64_t> out;
+  if (auto j = read_json(cache, "gamma.run.mixes", 1); j.is_ok() && (*j)["imatrix"] == e.imatrix) {
+    for (const auto& [k, v] : (*j)["predicted"].items()) out[k] = v.get<uint64_t>();
+    return out;
+  }
+  GAMMA_ASSIGN_OR_RETURN(uint64_t header, gguf_header_bytes(e.teacher));
+  for (const auto& mix : standard_mixes()) {
+    GAMMA_ASSIGN_OR_RETURN(auto p, predict_mix(e.o.llama_bin + "/llama-quantize", e.teacher, e.imatrix, mix, header));
+    if (p.needs_imatrix && e.imatrix.empty()) continue;
+    out[mix] = p.file_bytes;
+  }
+  json j = json_header("gamma.run.mixes", 1);
+  j["imatrix"] = e.imatrix;
+  j["predicted"] = out;
+  GAMMA_RETURN_IF_ERROR(write_json(cache, j));
+  return out;
+}
+
+Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted) {
+  MixRow r;
+  r.name = mix;
+  r.predicted = predicted;
+  r.path = e.W + "/llama-" + mix + ".gguf";
+  if (!file_exists(r.path)) {
+    const std::string tmp = e.W + "/llama-" + mix + ".partial.gguf";
+    GAMMA_RETURN_IF_ERROR(e.stage("llama-quantize " + mix + " -> " + r.path, mix_seconds(e.ms, mix), [&]() -> Status {
+      GAMMA_RETURN_IF_ERROR(run_tool("llama-quantize", quantize_cmd(e, mix, tmp), e.W + "/llama-" + mix + ".log"));
+      if (std::rename(tmp.c_str(), r.path.c_str()) != 0) return Status::errorf("cannot write {}", r.path);
+      return Status::ok();
+    }));
+  }
+  GAMMA_ASSIGN_OR_RETURN(uint64_t bytes, file_size(r.path));
+  r.bytes = bytes;
+  GAMMA_ASSIGN_OR_RETURN(ValidScore v, validate(e, r.path, e.W + "/llama-" + mix));
+  r.valid_kld = v.kld;
+  r.valid_err = v.err;
+  GAMMA_ASSIGN_OR_RETURN(r.report, eval_file(e, r.path, e.W + "/llama-" + mix, e.report));
+  return r;
+}
+
+}  // namespace
+
+Result<std::vector<MixRow>> compared_mixes(Env& e, uint64_t budget) {
+  const RunOptions& o = e.o;
+  std::vector<MixRow> mixes;
+  if (o.compare == "none") return mixes;
+  GAMMA_ASSIGN_OR_RETURN(auto predicted, predict_mixes(e));
+  std::vector<std::string> names;
+  if (o.compare == "auto") {
+    names = mixes_for_budget(predicted, budget, 0.85, o.max_mixes);
+  } else if (!predicted.count(o.compare)) {
+    return Status::errorf("--compare {}: llama-quantize makes it only with an imatrix (not with --imatrix none)", o.compare);
+  } else {
+    names = {o.compare};
+  }
+  for (const auto& n : names) {
+    GAMMA_ASSIGN_OR_RETURN(MixRow r, make_mix(e, n, predicted.at(n)));
+    r.fits = r.bytes <= budget;
+    mixes.push_back(std::move(r));
+  }
+  return mixes;
 }
 
 }  // namespace gm::run

@@ -3,16 +3,16 @@
 //   fetch -> dequantize (the F32 teacher) -> llama-imatrix -> pool
 //   -> the scores of every scorer asked for (static proxy, HAWQ-V2 traces, GAMMA's Stage I),
 //      each measured once and cached in the work directory
-//   -> the target as a file size: --size as given, --bpw through the static plan's size, or
-//      --max-kld by bisection over sizes (each probe the step below)
+//   -> the target as a file size: --size as given (several: each in turn), --bpw through the
+//      static plan's size, or --max-kld by bisection over sizes (each probe the step below)
 //   -> at that size, every scorer with the default output head and one and two steps cheaper: solve,
-//      emit, KLD vs the teacher on validation text; the lowest becomes gamma's file
+//      emit, KLD vs the teacher on the validation texts; the lowest sum becomes gamma's file
 //   -> llama.cpp's standard mixes that fit the budget and are near it (llama-quantize
 //      --dry-run predicts each size; the chosen ones are built from the same teacher and
 //      imatrix), measured on the same validation chunks: a mix that fits and beats gamma's
 //      file is the verdict, said plainly with its llama-quantize command
 //   -> gamma's chosen variant at each mix's size (its front), everything on the report text
-//   -> run.json, the table, run.png.
+//   -> run.json, the table, run.png (several sizes: run-BYTES.json and .png each, sweep.json).
 // Every step leaves its output in the work directory and is skipped when that output exists
 // (pool, hawq and learn also resume mid-way), so an interrupted run continues where it stopped.
 #pragma once
@@ -25,9 +25,10 @@ namespace gm {
 
 struct RunOptions {
   std::string model = "smollm2-135m";  // registry name (gamma fetch) or a GGUF path
-  // The target: exactly one of a file size ("880MiB", "1.2GB", bytes), bits per weight of the
-  // linear modules, or the largest validation KLD allowed (the smallest file that meets it).
-  std::string size;
+  // The target: exactly one of file sizes ("880MiB", "1.2GB", bytes; several make one file
+  // each, from the same pool and scores), bits per weight of the linear modules, or the largest
+  // validation KLD allowed (the smallest file that meets it).
+  std::vector<std::string> sizes;
   double bpw = 0;
   double max_kld = 0;
   std::string work = "gamma-run";      // work directory
@@ -53,7 +54,9 @@ struct RunOptions {
   std::string compare = "auto";        // auto (the mixes near the budget), none, or one mix name
   int max_mixes = 6;                   // auto: at most this many mixes inside the budget
   std::string eval_text;               // the report; default ../shared/data/text/wiki.test.raw
-  std::string valid_text;              // chooses; default ../shared/data/text/wiki.valid.tokens
+  // Choose: a file's validation score is the sum of its mean KLDs on these ("wiki":
+  // wiki.valid.tokens, "python": python-calib.txt's held-back end, or paths); default wiki.
+  std::vector<std::string> valid_texts;
   int eval_ctx = 512, eval_chunks = 8;
   int valid_chunks = 0;                // 0: eval_chunks
   bool front = true;                   // gamma's chosen variant at each mix's size too
@@ -62,7 +65,6 @@ struct RunOptions {
   bool quiet = false;                  // no progress bars from the steps
   std::string gamma_exe;               // this program
   std::string llama_bin;               // directory of llama-imatrix and llama-quantize
-  std::string data_dir;                // ../shared/data (calibration and evaluation text)
 };
 
 Status run_pipeline(const RunOptions& opt);

@@ -8,11 +8,7 @@
 
 namespace gm::solve {
 
-std::string Budget::describe() const {
-  return kind == Kind::kBpw ? fmt::format("{:g} bpw", bpw) : format_size(file_bytes);
-}
-
-Result<Allocator> Allocator::create(const Manifest& m, Scores scores, const std::vector<Constraint>& constraints,
+Result<Allocator> Allocator::create(const Manifest& m, scores::Scores scores, const std::vector<Constraint>& constraints,
                                     KnapsackOptions opt, std::map<std::string, std::string> fixed_types) {
   Allocator a;
   a.m_ = &m;
@@ -105,8 +101,7 @@ Status Allocator::fixed_for_size(uint64_t file_bytes, double* bpw, std::map<std:
 
 Result<Allocation> Allocator::solve(const Budget& b) const {
   if (b.kind == Budget::Kind::kBpw) {
-    if (!std::isfinite(b.bpw) || b.bpw <= 0 || b.bpw > 32)
-      return Status::errorf("--bpw {} must be a number of bits per weight in (0, 32]", b.bpw);
+    GAMMA_RETURN_IF_ERROR(check_bpw(b.bpw));
     long double cap = std::floor(static_cast<long double>(b.bpw) * linear_params_ / 8);
     if (cap < by_bytes_->min_weight())
       return Status::errorf(
@@ -128,8 +123,7 @@ Result<Allocation> Allocator::solve(const Budget& b) const {
 Result<std::vector<Allocation>> Allocator::sweep(const std::vector<double>& bpws) const {
   std::vector<uint64_t> caps;
   for (double bpw : bpws) {
-    if (!std::isfinite(bpw) || bpw <= 0 || bpw > 32)
-      return Status::errorf("sweep budget {} bpw must be in (0, 32]", bpw);
+    GAMMA_RETURN_IF_ERROR(check_bpw(bpw).with_context("sweep budget"));
     long double cap = std::floor(static_cast<long double>(bpw) * linear_params_ / 8);
     if (cap < by_bytes_->min_weight())
       return Status::errorf("sweep budget {:g} bpw is below the smallest feasible {:.4f} bpw (every module at its "

@@ -10,18 +10,12 @@
 #include "pool/manifest.h"
 #include "solve/constraints.h"
 #include "solve/knapsack.h"
-#include "solve/scores.h"
+#include "scores/scores.h"
+#include "solve/budget.h"
 #include "util/json.h"
 #include "util/status.h"
 
 namespace gm::solve {
-
-struct Budget {
-  enum class Kind { kBpw, kFileBytes } kind = Kind::kBpw;
-  double bpw = 0;           // kBpw: bits per weight over the linear modules, scales included
-  uint64_t file_bytes = 0;  // kFileBytes: the whole GGUF as emit writes it
-  std::string describe() const;
-};
 
 struct Allocation {
   Budget budget;
@@ -38,7 +32,7 @@ class Allocator {
   // constraints (see scores.h, constraints.h).
   // `fixed_types` overrides the default type of named non-linear tensors (token_embd.weight,
   // output.weight): the budget then pays for them at that type.
-  static Result<Allocator> create(const Manifest& m, Scores scores, const std::vector<Constraint>& constraints,
+  static Result<Allocator> create(const Manifest& m, scores::Scores scores, const std::vector<Constraint>& constraints,
                                   KnapsackOptions opt = {}, std::map<std::string, std::string> fixed_types = {});
 
   // The best plan within the budget. An infeasible budget fails naming the smallest
@@ -67,7 +61,7 @@ class Allocator {
                         uint64_t* capacity) const;
 
   const Manifest* m_ = nullptr;
-  Scores scores_;
+  scores::Scores scores_;
   std::vector<std::string> constraint_specs_;
   size_t unscored_ = 0;
   std::vector<std::vector<int>> cand_;  // per module: candidate index of each knapsack item

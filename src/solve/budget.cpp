@@ -20,6 +20,41 @@ bool parse_number(const std::string& s, T* out) {
 
 }  // namespace
 
+Status check_bpw(double bpw) {
+  if (!std::isfinite(bpw) || bpw <= 0 || bpw > 32)
+    return Status::errorf("--bpw must be a number of bits per weight in (0, 32], not {}", bpw);
+  return Status::ok();
+}
+
+Result<double> parse_bpw(const std::string& text) {
+  double v = 0;
+  if (!parse_number(text, &v)) v = NAN;
+  GAMMA_RETURN_IF_ERROR(check_bpw(v));
+  return v;
+}
+
+Budget Budget::of_bpw(double bpw) {
+  Budget b;
+  b.bpw = bpw;
+  return b;
+}
+
+Budget Budget::of_file_bytes(uint64_t bytes) {
+  Budget b;
+  b.kind = Kind::kFileBytes;
+  b.file_bytes = bytes;
+  return b;
+}
+
+std::string Budget::describe() const {
+  return kind == Kind::kBpw ? fmt::format("{:g} bpw", bpw) : format_size(file_bytes);
+}
+
+std::vector<std::string> Budget::args() const {
+  if (kind == Kind::kFileBytes) return {"--size", std::to_string(file_bytes)};
+  return {"--bpw", fmt::format("{}", bpw)};  // fmt's shortest round-trip form
+}
+
 Result<uint64_t> parse_size(const std::string& text) {
   size_t split = text.size();
   while (split > 0 && std::isalpha(static_cast<unsigned char>(text[split - 1]))) --split;

@@ -2,13 +2,13 @@
 
 namespace gm::solve {
 
-Result<Allocation> solve_filled(const Manifest& m, const Scores& base, const std::vector<Constraint>& cs,
+Result<Allocation> solve_filled(const Manifest& m, const scores::Scores& base, const std::vector<Constraint>& cs,
                                 const KnapsackOptions& kopt, const std::map<std::string, std::string>& fixed,
                                 const Budget& budget, double fill, double* kappa_out) {
   int64_t total = 0;
   for (const auto& e : m.modules) total += e.n_params;
   auto at = [&](double kappa) -> Result<Allocation> {
-    Scores s = base;
+    scores::Scores s = base;
     for (const auto& e : m.modules) {
       auto it = s.score.find(e.name);
       if (it == s.score.end()) continue;

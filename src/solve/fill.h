@@ -14,7 +14,7 @@ namespace gm::solve {
 // The plan for `budget` whose scores are `base` + kappa * bits, kappa the smallest (to 1e-9
 // relative) that spends `fill` of the budget; when even pure bits cannot, the fullest plan
 // there is. kappa_out receives kappa.
-Result<Allocation> solve_filled(const Manifest& m, const Scores& base, const std::vector<Constraint>& cs,
+Result<Allocation> solve_filled(const Manifest& m, const scores::Scores& base, const std::vector<Constraint>& cs,
                                 const KnapsackOptions& kopt, const std::map<std::string, std::string>& fixed,
                                 const Budget& budget, double fill, double* kappa_out);
 

@@ -7,9 +7,9 @@
 
 namespace gm::solve {
 
-Result<Allocation> solve_choosing_head(const Manifest& m, const Scores& s, const std::vector<Constraint>& cs,
+Result<Allocation> solve_choosing_head(const Manifest& m, const scores::Scores& s, const std::vector<Constraint>& cs,
                                        const KnapsackOptions& kopt, const std::map<std::string, std::string>& fixed,
-                                       const Budget& b, const LayerSensitivity& ls, json* info) {
+                                       const Budget& b, const scores::LayerSensitivity& ls, json* info) {
   if (b.kind != Budget::Kind::kFileBytes)
     return Status::errorf("--choose-head needs a file-size budget (--size): a --bpw budget does not pay for the head");
   if (ls.model_fingerprint != m.model_fingerprint)
@@ -20,10 +20,10 @@ Result<Allocation> solve_choosing_head(const Manifest& m, const Scores& s, const
     if (!fixed.count(t)) tensors.push_back(t);
   if (tensors.empty())
     return Status::errorf("{} measured no head tensor that --fixed leaves free (gamma layers --head TENSOR=TYPE,...)", ls.source);
-  Scores scaled = s;
+  scores::Scores scaled = s;
   std::vector<int> split;
   // After this a score difference is in KLD units: each layer's scores add up to its measured change.
-  GAMMA_RETURN_IF_ERROR(scale_by_layer(scaled, ls, m, &split));
+  GAMMA_RETURN_IF_ERROR(scores::scale_by_layer(scaled, ls, m, &split));
 
   // Every combination of the measured types, solved exactly; the least predicted KLD wins.
   std::vector<size_t> at(tensors.size(), 0);

@@ -17,14 +17,14 @@
 #include <vector>
 
 #include "solve/allocate.h"
-#include "solve/layer_scale.h"
+#include "scores/layer_scale.h"
 
 namespace gm::solve {
 
 // `fixed` pins tensors (they are not chosen); `b` must be a file-size budget (a bpw budget does
 // not pay for the head). `info` receives what was compared (gamma.plan info.choose_head).
-Result<Allocation> solve_choosing_head(const Manifest& m, const Scores& s, const std::vector<Constraint>& cs,
+Result<Allocation> solve_choosing_head(const Manifest& m, const scores::Scores& s, const std::vector<Constraint>& cs,
                                        const KnapsackOptions& kopt, const std::map<std::string, std::string>& fixed,
-                                       const Budget& b, const LayerSensitivity& ls, json* info);
+                                       const Budget& b, const scores::LayerSensitivity& ls, json* info);
 
 }  // namespace gm::solve

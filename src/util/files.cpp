@@ -237,20 +237,6 @@ std::string exe_dir() {
   return ec ? "" : p.parent_path().string();
 }
 
-std::string shared_data_dir() {
-  std::vector<std::string> roots;
-  if (const char* e = std::getenv("GAMMA_SHARED_DATA"); e && *e) return e;
-  roots.push_back("../shared/data");
-  if (const std::string exe = exe_dir(); !exe.empty()) {  // build/<stage>/gamma in the tree
-    roots.push_back(exe + "/../../../shared/data");
-    roots.push_back(exe + "/../../shared/data");
-  }
-  std::error_code ec;
-  for (const auto& r : roots)
-    if (fs::is_directory(r + "/text", ec)) return fs::weakly_canonical(r, ec).string();
-  return roots.front();
-}
-
 bool file_exists(const std::string& path) {
   std::error_code ec;
   return !path.empty() && std::filesystem::exists(path, ec);

@@ -85,9 +85,6 @@ std::string cache_dir();
 
 // The directory of the running executable ("" if unknown).
 std::string exe_dir();
-// The shared data folder (text/, tasks/, models/): $GAMMA_SHARED_DATA, else ../shared/data
-// from the working directory, else next to the source tree the executable was built in.
-std::string shared_data_dir();
 
 // Fails with a clear message when the directory of `path` cannot take a new file.
 Status check_writable_dir(const std::string& path);

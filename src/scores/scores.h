@@ -12,7 +12,7 @@
 #include "util/json.h"
 #include "util/status.h"
 
-namespace gm::solve {
+namespace gm::scores {
 
 struct Scores {
   static constexpr const char* kSchema = "gamma.scores";
@@ -67,4 +67,4 @@ struct Scores {
   Status check(const Manifest& m, size_t* unscored) const;
 };
 
-}  // namespace gm::solve
+}  // namespace gm::scores

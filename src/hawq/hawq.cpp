@@ -1,4 +1,4 @@
-#include "learn/hawq.h"
+#include "hawq/hawq.h"
 
 #include <torch/csrc/autograd/autograd.h>
 
@@ -10,7 +10,7 @@
 #include "learn/dist.h"
 #include "decoder/layer.h"
 #include "pool/manifest.h"
-#include "solve/scores.h"
+#include "scores/scores.h"
 #include "util/files.h"
 #include "util/progress.h"
 #include "util/threads.h"
@@ -21,7 +21,9 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
   HawqOptions opt = opt_in;
   if (opt.samples < 1 || opt.seqs < 1) return Status::error("--samples and --seqs must be positive");
   opt.n_threads = resolve_threads(opt.n_threads);
-  if (opt.calib.text_files.empty()) opt.calib.text_files = default_calibration_files();
+  if (opt.calib.text_files.empty()) {
+    GAMMA_ASSIGN_OR_RETURN(opt.calib.text_files, default_calibration_files());
+  }
   opt.calib.n_threads = opt.n_threads;
   opt.calib.quiet = opt.quiet;
   GAMMA_RETURN_IF_ERROR(check_writable_dir(opt.out_path));
@@ -166,7 +168,7 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
     return json::object();
   }
 
-  solve::Scores sc;  // Stage II's input; the traces and perturbations ride along per module
+  scores::Scores sc;  // Stage II's input; the traces and perturbations ride along per module
   sc.method = "hawq";
   sc.model_fingerprint = man.model_fingerprint;
   sc.pool_manifest_sha256 = pool_sha;

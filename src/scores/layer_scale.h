@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "pool/manifest.h"
-#include "solve/scores.h"
+#include "scores/scores.h"
 #include "util/json.h"
 #include "util/status.h"
 
-namespace gm::solve {
+namespace gm::scores {
 
 struct LayerSensitivity {
   static constexpr const char* kSchema = "gamma.layers";
@@ -49,4 +49,4 @@ struct LayerSensitivity {
 // layers are returned in `split_by_rel_err`. A measured change below 0 (noise) counts as 0.
 Status scale_by_layer(Scores& s, const LayerSensitivity& ls, const Manifest& m, std::vector<int>* split_by_rel_err);
 
-}  // namespace gm::solve
+}  // namespace gm::scores

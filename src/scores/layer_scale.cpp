@@ -1,9 +1,9 @@
-#include "solve/layer_scale.h"
+#include "scores/layer_scale.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace gm::solve {
+namespace gm::scores {
 
 Result<LayerSensitivity> LayerSensitivity::load(const std::string& path) {
   GAMMA_ASSIGN_OR_RETURN(json j, read_json(path, kSchema, kVersion));
@@ -129,4 +129,4 @@ Status scale_by_layer(Scores& s, const LayerSensitivity& ls, const Manifest& m, 
   return Status::ok();
 }
 
-}  // namespace gm::solve
+}  // namespace gm::scores

@@ -1,0 +1,89 @@
+// gamma run --dry-run: the plan of work, each step's estimated time and disk (run/estimate.h),
+// what is cached already, and the total; nothing is run.
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "run/mixes.h"
+#include "run/pipeline.h"
+#include "solve/budget.h"
+
+namespace fs = std::filesystem;
+
+namespace gm::run {
+
+using solve::format_size;
+
+double pool_seconds(const Env& e, const Manifest& preview, const std::string& type) {
+  double params = 0;
+  for (const auto& m : preview.modules)
+    if (m.find(type)) params += double(m.n_params);
+  return pool_type_seconds(e.ms, type, params);
+}
+
+Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_targets) {
+  const auto& o = e.o;
+  double total = 0;
+  uint64_t disk = 0;
+  auto line = [&](const std::string& what, bool cached, double s, uint64_t bytes) {
+    std::printf("  %-44s %10s %12s\n", what.c_str(), cached ? "cached" : hms(s).c_str(),
+                bytes ? format_size(bytes).substr(0, format_size(bytes).find(' ') + 4).c_str() : "");
+    if (!cached) total += s, disk += bytes;
+  };
+  std::printf("gamma run --dry-run: %s (%.0fM weights, %.0fM in linear modules, %d layers), %d threads\n",
+              fs::path(e.model).filename().c_str(), e.ms.params / 1e6, e.ms.linear_params / 1e6, e.ms.n_layer, e.ms.threads);
+  std::printf("files gamma can make from the pool (%s): %s to %s\n",
+              e.o.types.empty() ? "auto types" : "given types", format_size(range.min).c_str(), format_size(range.max).c_str());
+  if (!o.sizes.empty()) {
+    std::string sizes;
+    for (const auto& s : o.sizes) sizes += (sizes.empty() ? "" : ",") + s;
+    std::printf("target: --size %s\n", sizes.c_str());
+  }
+  else if (o.max_kld > 0) std::printf("target: --max-kld %g (bisection: about 8 probes, each every variant)\n", o.max_kld);
+  else std::printf("target: --bpw %g of the linear modules (file size from the static plan)\n", o.bpw);
+  std::printf("\n  %-44s %10s %12s\n", "step", "time", "disk");
+  line("dequantize -> teacher (F32)", file_exists(e.teacher), dequantize_seconds(e.ms), uint64_t(4 * e.ms.params));
+  if (o.imatrix == "auto")
+    line(fmt::format("llama-imatrix ({} x {} tokens)", o.imatrix_chunks, o.eval_ctx), file_exists(e.imatrix),
+         teacher_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx), 4 << 20);
+  const bool pool_done = file_exists(e.pool + "/manifest.json");
+  for (const auto& t : preview.types) {
+    uint64_t bytes = 0;
+    for (const auto& m : preview.modules)
+      if (auto* c = m.find(t)) bytes += c->file_bytes;
+    line("pool " + t, pool_done || file_exists(e.pool + "/cand-" + t + ".gguf"), pool_seconds(e, preview, t), bytes);
+  }
+  for (const auto& s : o.scorers) {
+    if (s == "hawq") line("hawq (HAWQ-V2 traces)", file_exists(e.W + "/scores-hawq.json"),
+                          hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens), 0);
+    if (s == "gamma" && o.scores.empty())
+      line(fmt::format("learn ({} steps)", learn_steps(e)), false, learn_estimate(e), 0);
+    if (s == "gamma")
+      line(fmt::format("layers ({} files, KLD each)", e.ms.n_layer + 1), file_exists(e.W + "/layers.json"), layers_estimate(e), 0);
+  }
+  // + gamma-fit and gamma-cal, and gamma-blend with hawq
+  const bool has_gamma = std::count(o.scorers.begin(), o.scorers.end(), "gamma") > 0;
+  const bool has_hawq = std::count(o.scorers.begin(), o.scorers.end(), "hawq") > 0;
+  const int n_scorers = int(o.scorers.size()) + (has_gamma ? 2 : 0) + (has_gamma && has_hawq ? 1 : 0);
+  const int variants = n_scorers * (1 + kHeadSteps) * (o.max_kld > 0 ? 8 : n_targets);
+  const double vtok = double(e.valid.front().chunks) * o.eval_ctx * double(e.valid.size());
+  const double rtok = double(e.report.chunks) * o.eval_ctx;
+  const uint64_t file = range.max / 2 + range.min / 2;
+  line(fmt::format("{} variants: solve + emit + validation eval", variants), false,
+       variants * (emit_seconds(e.ms) + eval_seconds(e.ms, vtok, true)) + teacher_seconds(e.ms, vtok), file);
+  // Mixes are built once whatever the number of sizes that compare with them.
+  const int mixes = o.compare == "none" ? 0
+                    : o.compare == "auto" ? std::min<int>((o.max_mixes + 1) * n_targets, int(standard_mixes().size()))
+                                          : 1;
+  line(fmt::format("up to {} llama.cpp mixes: quantize + 2 evals", mixes), false,
+       mixes * (mix_seconds(e.ms, "IQ3_M") + eval_seconds(e.ms, vtok + rtok, true)), mixes * file);
+  const int reported = o.front ? mixes + n_targets : n_targets;
+  line(fmt::format("gamma at {} sizes on the report text", reported), false,
+       reported * (emit_seconds(e.ms) + eval_seconds(e.ms, rtok, true)) + teacher_seconds(e.ms, rtok), file);
+  std::printf("\n  %-44s %10s %12s\n", "total (estimate, 2-core reference speeds)", hms(total).c_str(),
+              format_size(disk).substr(0, format_size(disk).find(' ') + 4).c_str());
+  return Status::ok();
+}
+
+}  // namespace gm::run

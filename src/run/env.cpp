@@ -1,0 +1,105 @@
+// gamma run's resolved inputs, its stage log, and every evaluation it makes: on the validation
+// texts (which choose) and on the report text (which is only reported).
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "run/pipeline.h"
+#include "run/proc.h"
+
+namespace fs = std::filesystem;
+
+namespace gm::run {
+
+using eval::EvalResult;
+
+std::string hms(double s) {
+  const long t = std::lround(std::max(0.0, s));
+  return t < 60 ? fmt::format("{}s", t) : t < 3600 ? fmt::format("{}m{:02}s", t / 60, t % 60)
+                                                   : fmt::format("{}h{:02}m", t / 3600, t / 60 % 60);
+}
+
+double Env::elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+
+Status Env::stage(const std::string& name, double eta, const std::function<Status()>& fn) {
+  std::printf("== %s  [est. %s, run %s]\n", name.c_str(), hms(eta).c_str(), hms(elapsed()).c_str());
+  std::fflush(stdout);
+  const double s0 = elapsed();
+  Status st = fn();
+  if (!st.is_ok()) return st;
+  const double took = elapsed() - s0;
+  std::printf("   done in %s\n", hms(took).c_str());
+  std::fflush(stdout);
+  stages.push_back({{"stage", name}, {"seconds", took}, {"estimate_seconds", eta}});
+  return Status::ok();
+}
+
+std::string Env::eval_tag(const EvalText& t) const {
+  return fmt::format("{}-{}-c{}-n{}", t.validation ? "valid" : "report", fs::path(t.path).stem().string(), o.eval_ctx,
+                     t.chunks);
+}
+
+std::string Env::valid_paths() const {
+  std::string s;
+  for (const auto& t : valid) s += (s.empty() ? "" : ",") + t.path;
+  return s;
+}
+
+Result<EvalResult> load_eval(const std::string& path) {
+  GAMMA_ASSIGN_OR_RETURN(EvalResult r, EvalResult::load(path));
+  if (!r.model.file_bytes || !r.kld || !r.kld->mean || !r.kld->mean_stderr || !r.kld->top1 || !r.perplexity ||
+      !r.perplexity->ppl || !r.perplexity->ppl_stderr)
+    return Status::errorf(Status::Code::kCorrupt, "{}: lacks the file size, KLD, top-1 or PPL", path);
+  return r;
+}
+
+Result<EvalResult> eval_file(Env& e, const std::string& gguf, const std::string& stem, const EvalText& t) {
+  const std::string base = e.kld_base(t);
+  const std::string out = e.eval_path(stem, t);
+  if (file_exists(out)) {  // a cached result; a corrupt one (a torn write by another tool) is redone
+    auto r = load_eval(out);
+    if (r.is_ok() || r.status().code() != Status::Code::kCorrupt) return r;
+    std::error_code ec;
+    fs::remove(out, ec);
+  }
+  std::vector<std::string> cmd = {e.G, "eval", gguf, "--teacher", e.teacher, "--kld-base", base, "--text", t.path,
+                                  "--ctx", std::to_string(e.o.eval_ctx), "--chunks", std::to_string(t.chunks), "-t", e.T,
+                                  "-q", "-o", out};
+  const double tokens = double(t.chunks) * e.o.eval_ctx;
+  GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("eval {} on {}", fs::path(gguf).filename().string(),
+                                            fs::path(t.path).filename().string()),
+                                eval_seconds(e.ms, tokens, file_exists(base)), [&] { return run_step("eval", cmd); }));
+  return load_eval(out);
+}
+
+bool validated(const Env& e, const std::string& stem) {
+  return std::all_of(e.valid.begin(), e.valid.end(),
+                     [&](const EvalText& t) { return load_eval(e.eval_path(stem, t)).is_ok(); });
+}
+
+Result<ValidScore> validate(Env& e, const std::string& gguf, const std::string& stem) {
+  ValidScore s;
+  for (const auto& t : e.valid) {
+    GAMMA_ASSIGN_OR_RETURN(EvalResult r, eval_file(e, gguf, stem, t));
+    s.kld += *r.kld->mean;
+    s.err = std::hypot(s.err, *r.kld->mean_stderr);  // exact for one text: hypot(0, x) = x
+    s.file_bytes = *r.model.file_bytes;
+  }
+  return s;
+}
+
+json report_row(const std::string& label, const std::string& path, const EvalResult& ev, double valid_kld) {
+  return {{"label", label},
+          {"path", path},
+          {"file_bytes", *ev.model.file_bytes},
+          {"valid_kld", valid_kld},
+          {"kld_mean", *ev.kld->mean},
+          {"kld_stderr", *ev.kld->mean_stderr},
+          {"top1", *ev.kld->top1},
+          {"ppl", *ev.perplexity->ppl},
+          {"ppl_stderr", *ev.perplexity->ppl_stderr}};
+}
+
+}  // namespace gm::run

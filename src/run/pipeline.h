@@ -1,0 +1,180 @@
+// The pieces of `gamma run` (run.h), shared by its files; one concern per file:
+//   env.cpp       the run's resolved inputs, its stage log, evaluations on validation and report text
+//   target.cpp    the feasible range, the head rules, the budget as a file size
+//   scorers.cpp   every scorer's scores, measured once (static, HAWQ-V2, Stage I, gamma layers)
+//   variants.cpp  every scorer x head at one size, chosen on validation; --max-kld's bisection
+//   mixes.cpp     llama.cpp's standard mixes: predicted, chosen for a budget, built, measured
+//   summary.cpp   run.json, the table, the verdict, run.png
+//   dry_run.cpp   the plan of work with its estimated time and disk
+//   run.cpp       the steps in order
+// Internal to src/run: nothing outside includes it.
+#pragma once
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "eval/result.h"
+#include "pool/manifest.h"
+#include "run/estimate.h"
+#include "run/run.h"
+#include "solve/allocate.h"
+#include "util/files.h"
+#include "util/json.h"
+#include "util/status.h"
+
+namespace gm::run {
+
+// "42s", "3m07s", "2h05m".
+std::string hms(double seconds);
+
+// ---- env.cpp ---------------------------------------------------------------------------------
+
+// A text files are measured on: validation texts choose, the report text is only reported.
+struct EvalText {
+  std::string path;
+  int chunks = 0;
+  bool validation = false;
+};
+
+// The run's inputs, resolved once: paths in the work directory, the child commands'
+// common arguments, the model's size (for estimates) and the stage log.
+struct Env {
+  explicit Env(const RunOptions& opt) : o(opt) {}
+  const RunOptions& o;
+  std::string G, T, W, data, model, teacher, imatrix, pool, calib;
+  std::vector<EvalText> valid;  // a file's validation score is the sum of its KLDs on these
+  EvalText report;
+  ModelSize ms;
+  bool quiet = false;  // pass -q to the steps (not a terminal, or --quiet)
+  std::optional<FileLock> lock;  // on the work directory, for the whole run
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  json stages = json::array();
+
+  double elapsed() const;
+  // One line per stage: its name and estimated time, then its wall time once done.
+  Status stage(const std::string& name, double eta, const std::function<Status()>& fn);
+  std::vector<std::string> q() const { return quiet ? std::vector<std::string>{"-q"} : std::vector<std::string>{}; }
+  // Which text and chunks a measurement is on: "valid-wiki.valid-c512-n8". It names the
+  // teacher's base file and every eval result, so a run with another text never reuses one.
+  std::string eval_tag(const EvalText& t) const;
+  std::string kld_base(const EvalText& t) const { return W + "/teacher-" + eval_tag(t) + ".kld"; }
+  std::string eval_path(const std::string& stem, const EvalText& t) const { return stem + "." + eval_tag(t) + ".json"; }
+  // The validation texts' paths, comma-separated (run.json's validation text).
+  std::string valid_paths() const;
+};
+
+// An eval result with the figures run compares by (size, KLD, top-1, PPL); a file without
+// them is corrupt here.
+Result<eval::EvalResult> load_eval(const std::string& path);
+// gamma eval of `gguf` against the teacher on `t`, into STEM.<eval_tag>.json (reused when there).
+Result<eval::EvalResult> eval_file(Env& e, const std::string& gguf, const std::string& stem, const EvalText& t);
+
+// A file's validation score: the sum of its mean KLDs over the validation texts, the error of
+// the sum (the texts' errors in quadrature), and its size.
+struct ValidScore {
+  double kld = 0, err = 0;
+  uint64_t file_bytes = 0;
+};
+// Whether every validation eval of STEM is cached (then `gguf` need not exist).
+bool validated(const Env& e, const std::string& stem);
+Result<ValidScore> validate(Env& e, const std::string& gguf, const std::string& stem);
+
+// One row of the report table: `ev` passed load_eval.
+json report_row(const std::string& label, const std::string& path, const eval::EvalResult& ev, double valid_kld);
+
+// ---- target.cpp ------------------------------------------------------------------------------
+
+struct Range {
+  uint64_t min = 0, max = 0;  // the smallest file run can make, and the largest one
+};
+constexpr int kHeadSteps = 2;  // the cheaper heads variants_at tries: 1 .. kHeadSteps steps
+
+Result<ModelSize> model_size(const std::string& path, int threads);
+// Smallest: every module at its lightest candidate, the head at the cheaper of the types run
+// tries. Largest: every module at its heaviest candidate.
+Result<Range> feasible_range(const Manifest& man);
+// The head a rule gives at `size` bytes: "" (the default for that size, `steps` 0) or the type
+// `steps` steps cheaper than that default; nullopt when the rule cannot make a file that small.
+Result<std::optional<std::string>> head_at(const Manifest& man, const solve::Allocator& stat, uint64_t size, int steps);
+// The budget as a file size (--bpw: the static plan's file at that linear bpw; --max-kld: 0,
+// none yet) for a --size of `size_target` bytes (0: none).
+Result<uint64_t> budget_bytes(const RunOptions& o, const solve::Allocator& stat, uint64_t size_target);
+// The linear bpw GAMMA learns at: --bpw, else the static plan's at `budget` (0: the middle of
+// the feasible range).
+Result<double> learn_bpw(const RunOptions& o, const solve::Allocator& stat, uint64_t budget, const Range& range);
+
+// ---- scorers.cpp -----------------------------------------------------------------------------
+
+struct Scorer {
+  std::string name;               // static, hawq, gamma, gamma-fit, gamma-cal, gamma-blend
+  std::vector<std::string> args;  // gamma solve's score arguments
+};
+int learn_steps(const Env& e);
+double learn_estimate(const Env& e);
+double layers_estimate(const Env& e);
+// The scores of every scorer asked for, measured once (cached in the work directory); GAMMA
+// learns at `learn_bpw` (its scores are reused at every other budget).
+Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw);
+
+// ---- variants.cpp ----------------------------------------------------------------------------
+
+struct Variant {
+  std::string name, scorer, head_type;  // head_type "" = the default for the size
+  int head_steps = 0;                    // how many steps cheaper than that default head_type is
+  std::string plan;
+  uint64_t bytes = 0;
+  double kld = 0, kld_err = 0;  // validation
+};
+// Every scorer with the default head and a cheaper head (one and two steps) at `size` bytes:
+// solved, emitted, measured on validation text. Files live in W/at-SIZE/; the candidate GGUFs
+// are removed once measured.
+Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solve::Allocator& stat,
+                                         const std::vector<Scorer>& scorers, uint64_t size);
+// The one rule that chooses: the least validation score.
+const Variant& best_of(const std::vector<Variant>& vs);
+json variant_json(const Variant& v);
+// Emits `v`'s plan to `gguf` unless it is there already.
+Status emit_variant(Env& e, const Variant& v, const std::string& gguf);
+// --max-kld: the smallest size whose best variant's validation KLD is at most X (bisection);
+// every probe is recorded in `probes`.
+Result<uint64_t> search_max_kld(Env& e, const Manifest& man, const solve::Allocator& stat,
+                                const std::vector<Scorer>& scorers, const Range& range, json& probes);
+
+// ---- mixes.cpp (with mixes.h) ----------------------------------------------------------------
+
+struct MixRow {
+  std::string name, path;
+  uint64_t bytes = 0, predicted = 0;
+  double valid_kld = 0, valid_err = 0;
+  eval::EvalResult report;
+  bool fits = false;
+};
+std::vector<std::string> quantize_cmd(const Env& e, const std::string& mix, const std::string& out);
+// llama.cpp's mixes near the budget (or the one asked for), built and measured on the same chunks.
+Result<std::vector<MixRow>> compared_mixes(Env& e, uint64_t budget);
+
+// ---- summary.cpp -----------------------------------------------------------------------------
+
+// The report text: gamma's file, each mix, and gamma's chosen variant at each mix's size (the
+// front), with everything the run decided: run.json's body.
+Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& scorers, const solve::Allocator& stat,
+                       const std::vector<Variant>& vs, const Variant& best, const std::string& out, uint64_t budget,
+                       const std::string& size_text, const Range& range, const json& probes,
+                       const std::vector<MixRow>& mixes);
+Status draw_run_png(const std::string& path, const json& summary);
+// The table (report text), the verdict in words and where everything is.
+void print_summary(const Env& e, const json& summary, const std::string& json_path, const std::string& png_path);
+// Several sizes: one line each (chosen variant, its validation and report KLD, the verdict).
+void print_sweep(const Env& e, const json& sweep);
+
+// ---- dry_run.cpp -----------------------------------------------------------------------------
+
+// The estimated pool time of `type`: over the weights of the modules that take it.
+double pool_seconds(const Env& e, const Manifest& preview, const std::string& type);
+Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_targets);
+
+}  // namespace gm::run

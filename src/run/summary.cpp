@@ -1,0 +1,243 @@
+// gamma run's outcome: the report table (gamma's file, each mix, gamma at each mix's size), the
+// verdict, run.json and run.png; and, for several sizes, one line per size.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "plan/plan.h"
+#include "report/plot.h"
+#include "run/pipeline.h"
+#include "run/proc.h"
+#include "solve/budget.h"
+
+namespace fs = std::filesystem;
+
+namespace gm::run {
+
+using eval::EvalResult;
+using solve::format_size;
+
+namespace {
+
+// gamma's chosen scorer and head rule solved at a mix's size and measured on the report text:
+// one point of the front in run.png. A plan identical to one measured already (above a size
+// where the pool's best is reached, every budget gives the same file) reuses that measurement.
+Result<json> front_point(Env& e, const Manifest& man, const std::vector<Scorer>& scorers, const Variant& best,
+                         const solve::Allocator& stat, const MixRow& m, std::map<std::string, json>* measured) {
+  const std::string dir = e.W + "/at-" + std::to_string(m.bytes);
+  const std::string plan = dir + "/front-" + best.name + ".json", gguf = dir + "/front-" + best.name + ".gguf";
+  const std::string stem = dir + "/front-" + best.name, ej = e.eval_path(stem, e.report);
+  const std::string label = "gamma at " + m.name + "'s size";
+  if (!load_eval(ej).is_ok()) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    const Scorer& s = *std::find_if(scorers.begin(), scorers.end(), [&](const Scorer& x) { return x.name == best.scorer; });
+    std::vector<std::string> cmd = {e.G, "solve", e.pool};
+    for (const auto& a : solve::Budget::of_file_bytes(m.bytes).args()) cmd.push_back(a);
+    cmd.insert(cmd.end(), {"-o", plan});
+    cmd.insert(cmd.end(), s.args.begin(), s.args.end());
+    // The same rule: as many steps below the default head at that size.
+    GAMMA_ASSIGN_OR_RETURN(auto h, head_at(man, stat, m.bytes, best.head_steps));
+    if (!h) return json(nullptr);  // this rule cannot make a file that small: no point there
+    if (!h->empty()) cmd.insert(cmd.end(), {"--fixed", output_head(man) + "=" + *h});
+    GAMMA_RETURN_IF_ERROR(run_step("solve", cmd));
+    GAMMA_ASSIGN_OR_RETURN(Plan pl, Plan::load(plan));
+    const std::string key = json{pl.modules, pl.fixed}.dump();
+    if (auto it = measured->find(key); it != measured->end()) {
+      json row = it->second;
+      row["label"] = label;
+      row["same_file_as"] = it->second["label"];
+      return row;
+    }
+    GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("emit {} at {}'s size", best.name, m.name), emit_seconds(e.ms),
+                                  [&] { return run_step("emit", {e.G, "emit", e.pool, plan, "-o", gguf}); }));
+    auto ev = eval_file(e, gguf, stem, e.report);
+    std::error_code ec2;
+    fs::remove(gguf, ec2);
+    if (!ev.is_ok()) return ev.status();
+  }
+  GAMMA_ASSIGN_OR_RETURN(EvalResult fj, load_eval(ej));
+  json row = report_row(label, plan, fj, NAN);
+  if (auto pl = Plan::load(plan); pl.is_ok()) (*measured)[json{pl->modules, pl->fixed}.dump()] = row;
+  return row;
+}
+
+// The verdict: gamma's file unless a mix that fits the budget (for --max-kld: one that meets
+// the KLD in fewer bytes) is better on validation.
+json verdict_of(const Env& e, const std::vector<MixRow>& mixes, const Variant& best, const std::string& out) {
+  const RunOptions& o = e.o;
+  const MixRow* winner = nullptr;
+  for (const auto& m : mixes) {
+    const bool beats = o.max_kld > 0 ? (m.valid_kld <= o.max_kld && m.bytes < best.bytes)
+                                     : (m.fits && m.valid_kld < best.kld);
+    if (beats && (!winner || (o.max_kld > 0 ? m.bytes < winner->bytes : m.valid_kld < winner->valid_kld))) winner = &m;
+  }
+  json verdict = {{"winner", winner ? "llama.cpp" : "gamma"}, {"file", winner ? winner->path : out}};
+  if (winner) {
+    std::string cmd;
+    for (const auto& a : quantize_cmd(e, winner->name, "OUT.gguf")) cmd += (cmd.empty() ? "" : " ") + a;
+    verdict["mix"] = winner->name;
+    verdict["valid_kld"] = winner->valid_kld;
+    verdict["llama_quantize"] = cmd;
+  }
+  return verdict;
+}
+
+uint64_t dir_bytes(const std::string& dir) {
+  uint64_t disk = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    if (it->is_regular_file(ec)) disk += it->file_size(ec);
+  return disk;
+}
+
+}  // namespace
+
+Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& scorers, const solve::Allocator& stat,
+                       const std::vector<Variant>& vs, const Variant& best, const std::string& out, uint64_t budget,
+                       const std::string& size_text, const Range& range, const json& probes, const std::vector<MixRow>& mixes) {
+  const RunOptions& o = e.o;
+  json summary = json_header("gamma.run", 2);
+  summary["model"] = e.model;
+  summary["teacher"] = e.teacher;
+  summary["imatrix"] = e.imatrix;
+  summary["calibration"] = e.calib;
+  summary["target"] = {{"size", size_text}, {"bpw", o.bpw}, {"max_kld", o.max_kld}};
+  summary["budget_bytes"] = budget;
+  summary["feasible_bytes"] = {range.min, range.max};
+  summary["validation"] = {{"text", e.valid_paths()}, {"ctx", o.eval_ctx}, {"chunks", e.valid.front().chunks}};
+  summary["report"] = {{"text", e.report.path}, {"ctx", o.eval_ctx}, {"chunks", e.report.chunks}};
+  summary["scorers"] = json::array();
+  for (const auto& s : scorers) summary["scorers"].push_back({{"name", s.name}, {"solve_args", s.args}});
+  summary["tried"] = json::array();
+  for (const auto& v : vs) summary["tried"].push_back(variant_json(v));
+  summary["chosen"] = variant_json(best);
+  summary["max_kld_probes"] = probes;
+  GAMMA_ASSIGN_OR_RETURN(EvalResult mine, eval_file(e, out, out.substr(0, out.size() - 5), e.report));
+  summary["rows"] = json::array({report_row("gamma (" + best.name + ")", out, mine, best.kld)});
+  summary["mixes"] = json::array();
+  summary["front"] = json::array({summary["rows"][0]});
+  std::map<std::string, json> measured;  // plan (modules + fixed types) -> its report row
+  if (auto pl = Plan::load(best.plan); pl.is_ok()) measured[json{pl->modules, pl->fixed}.dump()] = summary["rows"][0];
+  for (const auto& m : mixes) {
+    json row = report_row("llama.cpp " + m.name, m.path, m.report, m.valid_kld);
+    row["predicted_bytes"] = m.predicted;
+    row["fits_budget"] = m.fits;
+    summary["mixes"].push_back(row);
+    summary["rows"].push_back(row);
+    if (!o.front || m.bytes < range.min || m.bytes == best.bytes) continue;
+    GAMMA_ASSIGN_OR_RETURN(json frow, front_point(e, man, scorers, best, stat, m, &measured));
+    if (frow.is_null()) continue;
+    summary["front"].push_back(frow);
+    summary["rows"].push_back(frow);
+  }
+  summary["verdict"] = verdict_of(e, mixes, best, out);
+  summary["stages"] = e.stages;
+  summary["seconds"] = e.elapsed();
+  summary["work_dir_bytes"] = dir_bytes(e.W);
+  return summary;
+}
+
+Status draw_run_png(const std::string& path, const json& summary) {
+  report::LineChart c;
+  c.title = fmt::format("{}: KLD vs the teacher on {}", fs::path(summary["model"].get<std::string>()).filename().string(),
+                        fs::path(summary["report"]["text"].get<std::string>()).filename().string());
+  c.x_label = "file size (MB)";
+  c.y_label = "KLD vs teacher";
+  c.log_y = true;
+  report::Series front{"gamma (" + summary["chosen"]["name"].get<std::string>() + ") at each size", {}, {}, {}, {}};
+  std::vector<std::pair<double, double>> pts;
+  for (const auto& r : summary["front"]) pts.push_back({r["file_bytes"].get<double>() / 1e6, r["kld_mean"].get<double>()});
+  std::sort(pts.begin(), pts.end());
+  for (auto [x, y] : pts) front.x.push_back(x), front.y.push_back(y);
+  if (!front.x.empty()) c.series.push_back(front);
+  // The file the verdict chose is marked: gamma's, or the llama.cpp mix that beat it.
+  const json v = summary.value("verdict", json::object());
+  const bool mix_won = v.is_object() && v.value("winner", "") == "llama.cpp";
+  report::Series chosen{mix_won ? "gamma's best plan" : "gamma's file (chosen)", {}, {}, {}, {}};
+  const auto& g = summary["rows"][0];
+  chosen.x.push_back(g["file_bytes"].get<double>() / 1e6);
+  chosen.y.push_back(g["kld_mean"].get<double>());
+  chosen.point_labels.push_back("gamma");
+  c.series.push_back(chosen);
+  // Mixes that are the same file (llama.cpp falls back to the same types, e.g. Q2_K and Q3_K_S
+  // on 576-wide rows) are one point with both names.
+  report::Series mixes{"llama.cpp mixes", {}, {}, {}, {}};
+  report::Series won{"chosen file (a llama.cpp mix)", {}, {}, {}, {}};
+  for (const auto& m : summary["mixes"]) {
+    const double x = m["file_bytes"].get<double>() / 1e6, y = m["kld_mean"].get<double>();
+    const std::string name = m["label"].get<std::string>().substr(10);  // "llama.cpp "
+    if (mix_won && name == v.value("mix", "")) won.x.push_back(x), won.y.push_back(y);  // named by its mixes point
+    size_t i = 0;
+    while (i < mixes.x.size() && !(mixes.x[i] == x && mixes.y[i] == y)) ++i;
+    if (i < mixes.x.size()) {
+      mixes.point_labels[i] += " = " + name;
+      continue;
+    }
+    mixes.x.push_back(x), mixes.y.push_back(y), mixes.point_labels.push_back(name);
+  }
+  if (!mixes.x.empty()) {
+    mixes.markers_only = true;
+    c.series.push_back(mixes);
+  }
+  if (!won.x.empty()) {
+    won.markers_only = true;
+    c.series.push_back(won);
+  }
+  c.x_lines.push_back({summary["budget_bytes"].get<double>() / 1e6, "budget"});
+  GAMMA_ASSIGN_OR_RETURN(report::Image img, report::draw_line_chart(c));
+  return img.write_png(path);
+}
+
+void print_summary(const Env& e, const json& summary, const std::string& json_path, const std::string& png_path) {
+  const RunOptions& o = e.o;
+  const uint64_t budget = summary["budget_bytes"].get<uint64_t>();
+  const json& verdict = summary["verdict"];
+  const bool mix_wins = verdict["winner"] == "llama.cpp";
+  const double best_kld = summary["chosen"]["valid_kld"].get<double>();
+  std::string valid_names;
+  for (const auto& t : e.valid) valid_names += (valid_names.empty() ? "" : ",") + fs::path(t.path).filename().string();
+  std::printf("\n%s vs its F32 dequantization (teacher); budget %s; chosen on %s (%d chunks), reported on %s (%d chunks of %d):\n",
+              fs::path(e.model).filename().c_str(), format_size(budget).c_str(), valid_names.c_str(),
+              e.valid.front().chunks, fs::path(e.report.path).filename().c_str(), o.eval_chunks, o.eval_ctx);
+  std::printf("  %-34s %13s %9s %12s %20s %8s %9s\n", "model", "file bytes", "bpw", "valid KLD", "KLD vs teacher", "top-1", "PPL");
+  for (const auto& r : summary["rows"]) {
+    const double bpw = 8.0 * r["file_bytes"].get<double>() / e.ms.params;
+    const double vk = r["valid_kld"].is_number() ? r["valid_kld"].get<double>() : NAN;
+    std::printf("  %-34s %13llu %9.4f %12s %11.6f ± %.6f %7.2f%% %9.4f\n", r["label"].get<std::string>().c_str(),
+                (unsigned long long)r["file_bytes"].get<uint64_t>(), bpw,
+                std::isnan(vk) ? "" : fmt::format("{:.6f}", vk).c_str(), r["kld_mean"].get<double>(),
+                r["kld_stderr"].get<double>(), 100 * r["top1"].get<double>(), r["ppl"].get<double>());
+  }
+  if (mix_wins)
+    std::printf("\nverdict: llama.cpp's %s %s gamma's file on validation (KLD %.6f vs %.6f).\nUse it: %s\n",
+                verdict["mix"].get<std::string>().c_str(),
+                o.max_kld > 0 ? "meets the KLD in fewer bytes than" : "fits the budget and beats",
+                verdict["valid_kld"].get<double>(), best_kld, verdict["llama_quantize"].get<std::string>().c_str());
+  else
+    std::printf("\nverdict: gamma's file %s (no llama.cpp mix %s beats it on validation)\n",
+                verdict["file"].get<std::string>().c_str(), o.max_kld > 0 ? "meets the KLD in fewer bytes and" : "that fits the budget");
+  std::printf("summary: %s, picture: %s (total %s)\n", json_path.c_str(), png_path.c_str(),
+              hms(e.elapsed()).c_str());
+}
+
+void print_sweep(const Env& e, const json& sweep) {
+  std::printf("\n%s: gamma's file at each size, chosen on validation, reported on %s (%d chunks of %d):\n",
+              fs::path(e.model).filename().c_str(), fs::path(e.report.path).filename().c_str(), e.report.chunks,
+              e.o.eval_ctx);
+  std::printf("  %-14s %13s %-28s %12s %20s  %s\n", "size", "file bytes", "chosen", "valid KLD", "KLD vs teacher",
+              "verdict");
+  for (const auto& s : sweep["sizes"]) {
+    const json& g = s["rows"][0];
+    const json& v = s["verdict"];
+    std::printf("  %-14s %13llu %-28s %12.6f %11.6f ± %.6f  %s\n", s["target"]["size"].get<std::string>().c_str(),
+                (unsigned long long)g["file_bytes"].get<uint64_t>(), s["chosen"]["name"].get<std::string>().c_str(),
+                s["chosen"]["valid_kld"].get<double>(), g["kld_mean"].get<double>(), g["kld_stderr"].get<double>(),
+                v["winner"] == "llama.cpp" ? ("llama.cpp " + v["mix"].get<std::string>() + " beats it").c_str() : "gamma");
+  }
+  std::printf("summary: %s (total %s)\n", (e.W + "/sweep.json").c_str(), hms(e.elapsed()).c_str());
+}
+
+}  // namespace gm::run

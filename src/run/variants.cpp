@@ -1,0 +1,109 @@
+// gamma run at one size: every scorer with every head rule solved, emitted and measured on the
+// validation texts, and the one rule that chooses among them (best_of); --max-kld's bisection
+// over sizes, each probe the same choice.
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "plan/plan.h"
+#include "run/pipeline.h"
+#include "run/proc.h"
+#include "solve/budget.h"
+
+namespace fs = std::filesystem;
+
+namespace gm::run {
+
+using solve::format_size;
+
+Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solve::Allocator& stat,
+                                         const std::vector<Scorer>& scorers, uint64_t size) {
+  const std::string dir = e.W + "/at-" + std::to_string(size);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::errorf("cannot create {}: {}", dir, ec.message());
+  const std::string head = output_head(man);
+  std::vector<std::pair<std::string, int>> heads;  // type, steps below the default
+  for (int k = 0; k <= kHeadSteps; ++k) {
+    GAMMA_ASSIGN_OR_RETURN(auto h, head_at(man, stat, size, k));
+    if (h) heads.emplace_back(*h, k);
+  }
+  if (heads.empty())
+    return Status::errorf("{} is below the smallest file any head rule can make", format_size(size));
+  std::vector<Variant> out;
+  for (const auto& s : scorers)
+    for (const auto& [h, steps] : heads) {
+      Variant v;
+      v.scorer = s.name;
+      v.head_type = h;
+      v.head_steps = steps;
+      v.name = s.name + (h.empty() ? "" : "-" + head.substr(0, head.find('.')) + "-" + h);
+      v.plan = dir + "/plan-" + v.name + ".json";
+      const std::string gguf = dir + "/" + v.name + ".gguf", stem = dir + "/" + v.name;
+      if (!validated(e, stem)) {
+        GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("solve + emit {} at {}", v.name, format_size(size)), emit_seconds(e.ms),
+                                      [&]() -> Status {
+                                        std::vector<std::string> cmd = {e.G, "solve", e.pool};
+                                        for (const auto& a : solve::Budget::of_file_bytes(size).args()) cmd.push_back(a);
+                                        cmd.insert(cmd.end(), {"-o", v.plan});
+                                        cmd.insert(cmd.end(), s.args.begin(), s.args.end());
+                                        if (!h.empty()) cmd.insert(cmd.end(), {"--fixed", head + "=" + h});
+                                        GAMMA_RETURN_IF_ERROR(run_step("solve", cmd));
+                                        return run_step("emit", {e.G, "emit", e.pool, v.plan, "-o", gguf});
+                                      }));
+      }
+      GAMMA_ASSIGN_OR_RETURN(ValidScore r, validate(e, gguf, stem));
+      fs::remove(gguf, ec);
+      v.bytes = r.file_bytes;
+      v.kld = r.kld;
+      v.kld_err = r.err;
+      out.push_back(v);
+    }
+  return out;
+}
+
+const Variant& best_of(const std::vector<Variant>& vs) {
+  return *std::min_element(vs.begin(), vs.end(), [](const Variant& a, const Variant& b) { return a.kld < b.kld; });
+}
+
+json variant_json(const Variant& v) {
+  return {{"name", v.name}, {"scorer", v.scorer}, {"head_type", v.head_type}, {"head_steps", v.head_steps}, {"plan", v.plan},
+          {"file_bytes", v.bytes}, {"valid_kld", v.kld}, {"valid_kld_stderr", v.kld_err}};
+}
+
+Status emit_variant(Env& e, const Variant& v, const std::string& gguf) {
+  if (file_exists(gguf)) return Status::ok();
+  return e.stage("emit " + v.name + " -> " + gguf, emit_seconds(e.ms),
+                 [&] { return run_step("emit", {e.G, "emit", e.pool, v.plan, "-o", gguf}); });
+}
+
+Result<uint64_t> search_max_kld(Env& e, const Manifest& man, const solve::Allocator& stat,
+                                const std::vector<Scorer>& scorers, const Range& range,
+                                json& probes) {
+  const double X = e.o.max_kld;
+  auto probe = [&](uint64_t size) -> Result<double> {
+    GAMMA_ASSIGN_OR_RETURN(auto vs, variants_at(e, man, stat, scorers, size));
+    const Variant& b = best_of(vs);
+    probes.push_back({{"size", size}, {"best", variant_json(b)}});
+    std::printf("   probe %s: best %s, validation KLD %.6f (%s %g)\n", format_size(size).c_str(), b.name.c_str(), b.kld,
+                b.kld <= X ? "<=" : ">", X);
+    return b.kld;
+  };
+  GAMMA_ASSIGN_OR_RETURN(double top, probe(range.max));
+  if (top > X)
+    return Status::errorf("--max-kld {:g}: no file reaches it; the largest ({}) has validation KLD {:.6f}, so the feasible "
+                          "range is KLD >= {:.6f}",
+                          X, format_size(range.max), top, top);
+  GAMMA_ASSIGN_OR_RETURN(double bottom, probe(range.min));
+  if (bottom <= X) return range.min;
+  uint64_t lo = range.min, hi = range.max;
+  for (int i = 0; i < 10 && double(hi - lo) > 0.01 * double(hi); ++i) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    GAMMA_ASSIGN_OR_RETURN(double k, probe(mid));
+    (k <= X ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+}  // namespace gm::run
