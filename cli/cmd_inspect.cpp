@@ -1,21 +1,33 @@
-// gamma inspect: a GGUF's architecture, linear modules (shape, type, bytes, candidate types) and totals.
+// gamma inspect: a GGUF's architecture, linear modules (shape, type, bytes, candidate types) and
+// totals; or, given a pool directory, the pool's per-type table (pool/type_table.h).
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/command.h"
 #include "gguf_model/inspect.h"
 #include "gguf_model/model.h"
+#include "pool/type_table.h"
 #include "util/json.h"
 
 namespace gm::cli {
 namespace {
 
 void add_inspect(CLI::App& app) {
-  struct Opts { std::string path; bool json = false; };
+  struct Opts { std::string path; bool json = false; double share = 0.9; };
   auto o = std::make_shared<Opts>();
-  auto* c = app.add_subcommand("inspect", "architecture, linear modules (shape, type, bytes, candidate types), totals");
-  c->add_option("model", o->path, "GGUF file")->required();
+  auto* c = app.add_subcommand(
+      "inspect", "a GGUF: architecture, linear modules (shape, type, bytes, candidate types), totals; a pool directory: its per-type table");
+  c->add_option("model", o->path, "GGUF file, or a pool directory (gamma pool -o)")->required();
   c->add_flag("--json", o->json, "machine-readable output");
+  c->add_option("--share", o->share, "pool table: share of the modules on which a dominating type must win")
+      ->check(CLI::Range(0.5, 1.0))->capture_default_str();
   c->callback([o] {
+    std::error_code ec;
+    if (std::filesystem::is_directory(o->path, ec)) {
+      const TypeTable t = type_table(value_or_fail(Manifest::load(o->path)), o->share);
+      std::printf("%s", o->json ? (t.to_json().dump(1) + "\n").c_str() : t.markdown().c_str());
+      return;
+    }
     auto m = value_or_fail(Model::open(o->path));
     const json j = describe_model(*m, o->path);
     const json& mods = j["linear"];

@@ -2,7 +2,7 @@
 # Issue 18: the IQ pool, on MODEL (qwen2.5-coder-1.5b, default, or smollm2-135m; the teacher
 # is the source dequantized to F32: Q4_K_M for Qwen, Q4_1 for SmolLM2).
 #   teacher -> imatrix on prose + code calibration -> a pool of every quantizable type (time per
-#   type) -> the per-type table and the dominated types (experiments/type_table.py)
+#   type) -> the per-type table and the dominated types (gamma inspect POOL)
 #   -> llama.cpp's K and IQ mixes (vendored llama-quantize, same teacher + imatrix)
 #   -> at each mix size: static proxy, HAWQ-V2 over the default (Pareto) pool
 #   -> KLD vs the teacher on wiki.test.raw and python-eval.txt (CHUNKS x 512, the same chunks
@@ -81,7 +81,8 @@ if has pool && [ ! -f $POOL_ALL/manifest.json ]; then
   $G pool "$src" --types $(admitted "$src") --imatrix $IMX -t $T -q -o $POOL_ALL
 fi
 if has table; then
-  python3 $root/experiments/type_table.py $POOL_ALL/manifest.json --model "$title" -o $R/types
+  $G inspect $POOL_ALL --json > $R/types.json.tmp && mv $R/types.json.tmp $R/types.json
+  $G inspect $POOL_ALL > $R/types.md.tmp && mv $R/types.md.tmp $R/types.md
 fi
 evaluate() {  # GGUF NAME: KLD vs the teacher on both test texts
   local f

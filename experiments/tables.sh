@@ -104,7 +104,7 @@ Not regenerable from results/ alone (kept as committed):
   results/iq_qwen/plan_overlap.md        experiments/plan_overlap.py: needs the 17-type pool's manifest
                                          (WORK/pool-all/manifest.json: each module's n_params and bpw per type)
   results/iq_qwen/layer_profile.md       experiments/layer_profile.py: needs WORK/pool-auto/manifest.json
-  results/iq_qwen/types.md, iq_smollm2/types.md   experiments/type_table.py: needs the pool manifests
+  results/iq_qwen/types.md, iq_smollm2/types.md   gamma inspect POOL (was experiments/type_table.py): needs the pool manifests
   results/iq_qwen/token_energy.md        experiments/token_energy.py: needs the teacher's activation cache
   results/iq_qwen/swap_*/swap.md         experiments/plan_swap.py: needs the work dir (pool, teacher, evals)
   results/iq_qwen/report/, report_cal/table.md, sweep_qwen/table.md   gamma report (the C++ build)

@@ -164,6 +164,12 @@ TEST(RunPipeline, BadInputFailsWithOneLine) {
   auto r = gamma("run no-such-model -w " + d / "w");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("gamma: error: unknown model"), std::string::npos) << r.output;
+  // A path is a path: a missing file is said as such, not looked up among the registry's names.
+  r = gamma("run " + d / "no/such/model.gguf" + " -w " + d / "w");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.output, "gamma: error: model " + d / "no/such/model.gguf" + ": no such file\n");
+  r = gamma("run missing.gguf -w " + d / "w");
+  EXPECT_EQ(r.output, "gamma: error: model missing.gguf: no such file\n");
   r = gamma("run " + stories260k() + " --compare Q9_X --bpw 8 -w " + d / "w2" +
             " --imatrix none --steps 2 --calib-tokens 256 -c 128 --chunks 1");
   EXPECT_NE(r.exit_code, 0);
@@ -198,4 +204,49 @@ TEST(RunPipeline, DryRunPrintsThePlanOfWorkAndWritesNothing) {
                         "pool Q8_0", "hawq", "layers (6 files", "total (estimate"})
     EXPECT_NE(r.output.find(s), std::string::npos) << s << "\n" << r.output;
   EXPECT_FALSE(fs::exists(d / "w"));
+}
+
+// Several sizes in one work directory: each chosen on validation by the same rule (the sum of
+// the validation texts' KLDs), one run-BYTES.json each and sweep.json; "python" validates on
+// python-calib.txt's held-back end.
+TEST(RunPipeline, SeveralSizesEachChosenOnTheSameValidation) {
+  TempDir d;
+  const std::string teacher = d / "t.gguf";
+  ASSERT_EQ(gamma("dequantize " + stories260k() + " --type f32 -o " + teacher).exit_code, 0);
+  const uint64_t header = run::gguf_header_bytes(teacher).value();
+  std::vector<uint64_t> sizes;
+  for (const char* mix : {"Q4_0", "Q8_0"})
+    sizes.push_back(run::predict_mix(llama_tool("llama-quantize"), teacher, "", mix, header).value().file_bytes + 16384);
+  auto r = gamma("run " + stories260k() + " -w " + d / "w" + " --size " + std::to_string(sizes[0]) + "," +
+                 std::to_string(sizes[1]) + " --types Q4_0,Q8_0 --scorers static --imatrix none --compare none" +
+                 " --valid-text wiki,python -c 128 --chunks 2 -t 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(fs::exists(d / "w/run.json"));
+  auto sweep = read_json(d / "w/sweep.json", "gamma.run.sweep", 1);
+  ASSERT_TRUE(sweep.is_ok()) << sweep.status().message();
+  ASSERT_EQ((*sweep)["sizes"].size(), 2u);
+  // The held-back text is python-calib.txt from byte 480,000, byte for byte.
+  const std::string py = read_text_file(shared_data("text/python-calib.txt"), "text").value();
+  EXPECT_EQ(read_text_file(d / "w/python-valid.txt", "text").value(), py.substr(480000));
+  double kld[2];
+  for (int i = 0; i < 2; ++i) {
+    auto j = read_json(d / ("w/run-" + std::to_string(sizes[i]) + ".json"), "gamma.run", 2);
+    ASSERT_TRUE(j.is_ok()) << j.status().message();
+    EXPECT_EQ((*j)["budget_bytes"].get<uint64_t>(), sizes[i]);
+    EXPECT_LE((*j)["rows"][0]["file_bytes"].get<uint64_t>(), sizes[i]);
+    EXPECT_TRUE(fs::exists(d / ("w/run-" + std::to_string(sizes[i]) + ".png")));
+    // Each variant's validation score is the sum of its two texts' mean KLDs (gamma eval's files).
+    for (const auto& v : (*j)["tried"]) {
+      const std::string stem = d / ("w/at-" + std::to_string(sizes[i]) + "/" + v["name"].get<std::string>());
+      double sum = 0;
+      for (const char* t : {".valid-wiki.valid-c128-n2.json", ".valid-python-valid-c128-n2.json"}) {
+        auto e = read_json(stem + t, "gamma.eval", 1);
+        ASSERT_TRUE(e.is_ok()) << e.status().message();
+        sum += (*e)["kld"]["mean"].get<double>();
+      }
+      EXPECT_DOUBLE_EQ(v["valid_kld"].get<double>(), sum) << stem;
+    }
+    kld[i] = (*j)["rows"][0]["kld_mean"].get<double>();
+  }
+  EXPECT_LT(kld[1], kld[0]);  // more bytes, less KLD
 }

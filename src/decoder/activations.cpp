@@ -104,6 +104,129 @@ ActivationCache::~ActivationCache() {
     if (fd >= 0) ::close(fd);
 }
 
+namespace {
+
+// What determines the bytes of a cache entry (its key is this JSON's hash): the format, the
+// teacher, the texts' contents, the sequences and the stored type.
+Result<json> cache_settings(const Model& teacher, const std::vector<std::string>& files, int n_seq,
+                            const CalibOptions& opt) {
+  json k = json::object();
+  k["format"] = kVersion;
+  k["teacher"] = teacher.fingerprint();
+  k["files"] = json::array();
+  for (const auto& f : files) {
+    GAMMA_RETURN_IF_ERROR(check_text_file(f, "calibration file"));  // before hashing 10 GB
+    GAMMA_ASSIGN_OR_RETURN(std::string sha, sha256_file(f));
+    k["files"].push_back(sha);
+  }
+  k["n_seq"] = n_seq;
+  k["seq_len"] = opt.seq_len;
+  k["dtype"] = opt.f32 ? "f32" : "f16";
+  return k;
+}
+
+// Runs the teacher over the calibration sequences and writes the boundaries `todo` of entry
+// `dir` (resumable in DIR.partial, sequence by sequence), then publishes them: a new entry by
+// renaming the partial directory, boundaries added to an existing one file by file.
+Status build_boundaries(const std::string& teacher_path, const CalibOptions& opt, const std::vector<std::string>& files,
+                        const json& k, const std::string& key, const std::string& dir, const std::vector<int>& todo,
+                        int L, int n_seq) {
+  std::error_code ec;
+  const std::string part = dir + ".partial";
+  // A partial build of another set of boundaries cannot be resumed: start it over.
+  std::string set;
+  for (int b : todo) set += std::to_string(b) + " ";
+  std::string all;  // a partial without the record (an older gamma's) built every boundary
+  for (int b = 0; b <= L; ++b) all += std::to_string(b) + " ";
+  auto prev = read_file(part + "/boundaries");
+  if ((prev.is_ok() ? *prev : all) != set) fs::remove_all(part, ec);
+  fs::create_directories(part, ec);
+  if (ec) return Status::errorf("cannot create {}: {}", part, ec.message());
+  GAMMA_RETURN_IF_ERROR(write_file_atomic_nosync(part + "/boundaries", set));
+
+  GAMMA_ASSIGN_OR_RETURN(auto runner, LlamaRunner::open(teacher_path, opt.seq_len, opt.n_threads));
+  GAMMA_ASSIGN_OR_RETURN(auto seqs, calibration_sequences(*runner, opt));
+  const int n_layer = runner->n_layer();
+  const int64_t n_embd = runner->n_embd();
+  const size_t esize = opt.f32 ? 4 : 2;
+  const uint64_t seq_bytes = uint64_t(opt.seq_len) * uint64_t(n_embd) * esize;
+
+  // Resume: "done" holds the number of finished sequences of an earlier run with this key.
+  int done = 0;
+  if (auto d = read_file(part + "/done"); d.is_ok()) done = std::max(0, std::min(n_seq, std::atoi(d->c_str())));
+  std::vector<int> fds;
+  auto close_all = [&] { for (int fd : fds) ::close(fd); fds.clear(); };
+  for (int b : todo) {
+    const std::string p = boundary_file(part, b);
+    int fd = ::open(p.c_str(), O_RDWR | O_CREAT, 0644);
+    if (fd < 0) { close_all(); return Status::errorf("cannot write {}: {}", p, std::strerror(errno)); }
+    fds.push_back(fd);
+    if (::ftruncate(fd, off_t(seq_bytes * uint64_t(n_seq))) != 0) {
+      close_all();
+      return Status::errorf("cannot size {}: {}", p, std::strerror(errno));
+    }
+  }
+  std::unique_ptr<Progress> bar;
+  if (!opt.quiet) bar = std::make_unique<Progress>("teacher activations", n_seq);
+  LlamaRunner::Capture cap;
+  std::vector<uint8_t> buf(seq_bytes);
+  for (int s = done; s < n_seq; ++s) {
+    Status st = runner->run(seqs[size_t(s)], &cap, /*want_hidden=*/true, /*want_logits=*/false);
+    for (size_t i = 0; st.is_ok() && i < todo.size(); ++i) {
+      const int b = todo[i];
+      const auto& h = cap.hidden[size_t(b)];
+      for (float v : h)
+        if (!std::isfinite(v) || (!opt.f32 && std::fabs(v) > 65504.0f)) {
+          st = Status::errorf("teacher hidden state at layer boundary {} is {} (outside F16 range); use F32 activations",
+                              b, v);
+          break;
+        }
+      if (!st.is_ok()) break;
+      if (opt.f32) std::memcpy(buf.data(), h.data(), seq_bytes);
+      else ggml_fp32_to_fp16_row(h.data(), reinterpret_cast<ggml_fp16_t*>(buf.data()), int64_t(h.size()));
+      st = pwrite_all(fds[i], buf.data(), seq_bytes, seq_bytes * uint64_t(s), boundary_file(part, b));
+    }
+    // "done" moves on only after the sequence's data is written (to the page cache: a
+    // killed process loses nothing; fsync here cost seconds per sequence on a busy disk).
+    if (st.is_ok()) st = write_file_atomic_nosync(part + "/done", std::to_string(s + 1));
+    if (!st.is_ok()) { close_all(); return st; }
+    if (bar) bar->update(s + 1);
+    if (opt.on_sequence) opt.on_sequence(s + 1);
+  }
+  close_all();
+  if (bar) bar->finish();
+
+  if (!fs::exists(dir + "/meta.json")) {
+    std::string tok_bytes(size_t(n_seq) * size_t(opt.seq_len) * sizeof(int32_t), '\0');
+    for (int s = 0; s < n_seq; ++s)
+      std::memcpy(&tok_bytes[size_t(s) * size_t(opt.seq_len) * 4], seqs[size_t(s)].data(), size_t(opt.seq_len) * 4);
+    GAMMA_RETURN_IF_ERROR(write_file_atomic(part + "/tokens.bin", tok_bytes));
+    json meta = json_header(kSchema, kVersion);
+    meta["key"] = key;
+    meta["settings"] = k;
+    meta["teacher_path"] = fs::absolute(teacher_path).string();
+    meta["text_files"] = files;
+    meta["n_layer"] = n_layer;
+    meta["n_embd"] = n_embd;
+    GAMMA_RETURN_IF_ERROR(write_json(part + "/meta.json", meta));
+    fs::remove(part + "/done", ec);
+    fs::remove(part + "/boundaries", ec);
+    fs::remove_all(dir, ec);  // a stale directory without meta.json
+    fs::rename(part, dir, ec);
+    if (ec) return Status::errorf("cannot publish {}: {}", dir, ec.message());
+  } else {
+    // The entry exists: add the new boundaries to it, each file by an atomic rename.
+    for (int b : todo) {
+      fs::rename(boundary_file(part, b), boundary_file(dir, b), ec);
+      if (ec) return Status::errorf("cannot publish {}: {}", boundary_file(dir, b), ec.message());
+    }
+    fs::remove_all(part, ec);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ActivationCache>> ActivationCache::open_or_build(const std::string& teacher_path,
                                                                          const CalibOptions& opt) {
   if (opt.seq_len < 2) return Status::errorf("--seq-len must be at least 2 (got {})", opt.seq_len);
@@ -116,18 +239,8 @@ Result<std::unique_ptr<ActivationCache>> ActivationCache::open_or_build(const st
   const int n_seq = int(std::max<int64_t>(1, opt.calib_tokens / opt.seq_len));
 
   // The key: what determines the bytes of the cache.
-  json k = json::object();
-  k["format"] = kVersion;
-  k["teacher"] = teacher->fingerprint();
-  k["files"] = json::array();
-  for (const auto& f : files) {
-    GAMMA_RETURN_IF_ERROR(check_text_file(f, "calibration file"));  // before hashing 10 GB
-    GAMMA_ASSIGN_OR_RETURN(std::string sha, sha256_file(f));
-    k["files"].push_back(sha);
-  }
-  k["n_seq"] = n_seq;
-  k["seq_len"] = opt.seq_len;
-  k["dtype"] = opt.f32 ? "f32" : "f16";
+  json k;
+  GAMMA_ASSIGN_OR_RETURN(k, cache_settings(*teacher, files, n_seq, opt));
   const std::string kstr = k.dump();
   const std::string key = sha256_hex(kstr.data(), kstr.size()).substr(0, 24);
   const std::string root = activation_cache_root(opt);
@@ -155,98 +268,8 @@ Result<std::unique_ptr<ActivationCache>> ActivationCache::open_or_build(const st
     GAMMA_ASSIGN_OR_RETURN(FileLock l, FileLock::acquire(dir + ".lock"));
     lock.emplace(std::move(l));
   }
-  if (const std::vector<int> todo = missing(); !todo.empty()) {
-    const std::string part = dir + ".partial";
-    // A partial build of another set of boundaries cannot be resumed: start it over.
-    std::string set;
-    for (int b : todo) set += std::to_string(b) + " ";
-    std::string all;  // a partial without the record (an older gamma's) built every boundary
-    for (int b = 0; b <= L; ++b) all += std::to_string(b) + " ";
-    auto prev = read_file(part + "/boundaries");
-    if ((prev.is_ok() ? *prev : all) != set) fs::remove_all(part, ec);
-    fs::create_directories(part, ec);
-    if (ec) return Status::errorf("cannot create {}: {}", part, ec.message());
-    GAMMA_RETURN_IF_ERROR(write_file_atomic_nosync(part + "/boundaries", set));
-
-    GAMMA_ASSIGN_OR_RETURN(auto runner, LlamaRunner::open(teacher_path, opt.seq_len, opt.n_threads));
-    GAMMA_ASSIGN_OR_RETURN(auto seqs, calibration_sequences(*runner, opt));
-    const int n_layer = runner->n_layer();
-    const int64_t n_embd = runner->n_embd();
-    const size_t esize = opt.f32 ? 4 : 2;
-    const uint64_t seq_bytes = uint64_t(opt.seq_len) * uint64_t(n_embd) * esize;
-
-    // Resume: "done" holds the number of finished sequences of an earlier run with this key.
-    int done = 0;
-    if (auto d = read_file(part + "/done"); d.is_ok()) done = std::max(0, std::min(n_seq, std::atoi(d->c_str())));
-    std::vector<int> fds;
-    auto close_all = [&] { for (int fd : fds) ::close(fd); fds.clear(); };
-    for (int b : todo) {
-      const std::string p = boundary_file(part, b);
-      int fd = ::open(p.c_str(), O_RDWR | O_CREAT, 0644);
-      if (fd < 0) { close_all(); return Status::errorf("cannot write {}: {}", p, std::strerror(errno)); }
-      fds.push_back(fd);
-      if (::ftruncate(fd, off_t(seq_bytes * uint64_t(n_seq))) != 0) {
-        close_all();
-        return Status::errorf("cannot size {}: {}", p, std::strerror(errno));
-      }
-    }
-    std::unique_ptr<Progress> bar;
-    if (!opt.quiet) bar = std::make_unique<Progress>("teacher activations", n_seq);
-    LlamaRunner::Capture cap;
-    std::vector<uint8_t> buf(seq_bytes);
-    for (int s = done; s < n_seq; ++s) {
-      Status st = runner->run(seqs[size_t(s)], &cap, /*want_hidden=*/true, /*want_logits=*/false);
-      for (size_t i = 0; st.is_ok() && i < todo.size(); ++i) {
-        const int b = todo[i];
-        const auto& h = cap.hidden[size_t(b)];
-        for (float v : h)
-          if (!std::isfinite(v) || (!opt.f32 && std::fabs(v) > 65504.0f)) {
-            st = Status::errorf("teacher hidden state at layer boundary {} is {} (outside F16 range); use F32 activations",
-                                b, v);
-            break;
-          }
-        if (!st.is_ok()) break;
-        if (opt.f32) std::memcpy(buf.data(), h.data(), seq_bytes);
-        else ggml_fp32_to_fp16_row(h.data(), reinterpret_cast<ggml_fp16_t*>(buf.data()), int64_t(h.size()));
-        st = pwrite_all(fds[i], buf.data(), seq_bytes, seq_bytes * uint64_t(s), boundary_file(part, b));
-      }
-      // "done" moves on only after the sequence's data is written (to the page cache: a
-      // killed process loses nothing; fsync here cost seconds per sequence on a busy disk).
-      if (st.is_ok()) st = write_file_atomic_nosync(part + "/done", std::to_string(s + 1));
-      if (!st.is_ok()) { close_all(); return st; }
-      if (bar) bar->update(s + 1);
-      if (opt.on_sequence) opt.on_sequence(s + 1);
-    }
-    close_all();
-    if (bar) bar->finish();
-
-    if (!fs::exists(dir + "/meta.json")) {
-      std::string tok_bytes(size_t(n_seq) * size_t(opt.seq_len) * sizeof(int32_t), '\0');
-      for (int s = 0; s < n_seq; ++s)
-        std::memcpy(&tok_bytes[size_t(s) * size_t(opt.seq_len) * 4], seqs[size_t(s)].data(), size_t(opt.seq_len) * 4);
-      GAMMA_RETURN_IF_ERROR(write_file_atomic(part + "/tokens.bin", tok_bytes));
-      json meta = json_header(kSchema, kVersion);
-      meta["key"] = key;
-      meta["settings"] = k;
-      meta["teacher_path"] = fs::absolute(teacher_path).string();
-      meta["text_files"] = files;
-      meta["n_layer"] = n_layer;
-      meta["n_embd"] = n_embd;
-      GAMMA_RETURN_IF_ERROR(write_json(part + "/meta.json", meta));
-      fs::remove(part + "/done", ec);
-      fs::remove(part + "/boundaries", ec);
-      fs::remove_all(dir, ec);  // a stale directory without meta.json
-      fs::rename(part, dir, ec);
-      if (ec) return Status::errorf("cannot publish {}: {}", dir, ec.message());
-    } else {
-      // The entry exists: add the new boundaries to it, each file by an atomic rename.
-      for (int b : todo) {
-        fs::rename(boundary_file(part, b), boundary_file(dir, b), ec);
-        if (ec) return Status::errorf("cannot publish {}: {}", boundary_file(dir, b), ec.message());
-      }
-      fs::remove_all(part, ec);
-    }
-  }
+  if (const std::vector<int> todo = missing(); !todo.empty())
+    GAMMA_RETURN_IF_ERROR(build_boundaries(teacher_path, opt, files, k, key, dir, todo, L, n_seq));
 
   GAMMA_ASSIGN_OR_RETURN(json meta, read_json(dir + "/meta.json", kSchema, kVersion));
   std::unique_ptr<ActivationCache> c(new ActivationCache());

@@ -85,6 +85,7 @@ class TensorFile {
   static Result<std::unique_ptr<TensorFile>> open(const std::string& path);
   ~TensorFile();
   const TensorInfo* find(const std::string& name) const;
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
   Status read_raw(const TensorInfo& t, void* dst) const;
   const std::string& path() const { return path_; }
   gguf_context* gguf() const { return ctx_; }

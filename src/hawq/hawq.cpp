@@ -16,6 +16,130 @@
 #include "util/threads.h"
 
 namespace gm {
+namespace {
+
+// The finished layers of an earlier run with the same key (pool, teacher, settings,
+// activations), from its checkpoint: their modules, the first layer still to do, and the
+// seconds spent.
+struct Resumed {
+  json modules = json::object();
+  int first = 0;
+  double seconds = 0;
+};
+Resumed resume(const std::string& ckpt_path, const json& key, int lo, int hi) {
+  Resumed p;
+  p.first = lo;
+  auto text = read_file(ckpt_path);
+  if (!text.is_ok()) return p;
+  json ck = json::parse(*text, nullptr, false);
+  bool same = ck.is_object() && ck.contains("modules") && ck["modules"].is_object() && ck.contains("layers_done") &&
+              ck["layers_done"].is_number_integer() && ck.contains("seconds") && ck["seconds"].is_number();
+  for (const auto& [k, v] : key.items()) same = same && ck.contains(k) && ck[k] == v;
+  if (same && ck["layers_done"].get<int>() >= lo && ck["layers_done"].get<int>() <= hi) {
+    p.modules = ck["modules"];
+    p.first = ck["layers_done"].get<int>();
+    p.seconds = ck["seconds"].get<double>();
+  }
+  return p;
+}
+
+// Layer l's modules scored: Tr(H) of each by Hutchinson on the teacher-forced layer MSE (x in,
+// y the teacher's output, B sequences of T tokens), then every candidate's Omega.
+Status score_layer(TorchDecoder& model, const Manifest& man, CandidateStore& store, const HawqOptions& opt, int l,
+                   const Positional& pos, std::vector<float>& x, std::vector<float>& y, int B, int T, json* modules_out) {
+  json& modules = *modules_out;
+  const HParams& hp = model.hparams();
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  std::vector<float> cand;
+  GAMMA_ASSIGN_OR_RETURN(auto lp, model.layer_params(l));
+  GAMMA_ASSIGN_OR_RETURN(auto w, model.layer_weights(l));
+  std::vector<const ModuleEntry*> in_pool(kNumLinear, nullptr);
+  std::vector<at::Tensor> wv;
+  std::vector<int> kinds;
+  for (const auto& e : man.modules)
+    if (e.layer == l) {
+      const int k = linear_kind_index(e.kind);
+      if (k < 0) return Status::errorf("pool module {} has unknown kind {}", e.name, e.kind);
+      in_pool[size_t(k)] = &e;
+      w[size_t(k)] = w[size_t(k)].detach().requires_grad_(true);
+      wv.push_back(w[size_t(k)]);
+      kinds.push_back(k);
+    }
+  if (wv.empty()) return Status::ok();
+  // Tr(H) by Hutchinson: H v is the gradient of <grad L, v>, so the first gradient keeps
+  // its graph; every probe reuses it.
+  auto xt = at::from_blob(x.data(), {B, T, hp.n_embd}, f32);
+  auto yt = at::from_blob(y.data(), {B, T, hp.n_embd}, f32);
+  auto loss = (layer_forward(hp, lp, w, pos, xt) - yt).pow(2).mean();
+  auto g = torch::autograd::grad({loss}, wv, {}, /*retain_graph=*/true, /*create_graph=*/true);
+  std::vector<double> trace(wv.size(), 0.0);
+  for (int s = 0; s < opt.samples; ++s) {
+    std::vector<at::Tensor> v;
+    at::Tensor gv = at::zeros({}, f32);
+    for (size_t i = 0; i < wv.size(); ++i) {
+      v.push_back(at::randint(0, 2, wv[i].sizes(), f32).mul_(2).sub_(1));
+      gv = gv + (g[i] * v[i]).sum();
+    }
+    auto hv = torch::autograd::grad({gv}, wv, {}, /*retain_graph=*/s + 1 < opt.samples, /*create_graph=*/false,
+                                    /*allow_unused=*/true);
+    for (size_t i = 0; i < wv.size(); ++i)
+      if (hv[i].defined()) trace[i] += (hv[i] * v[i]).sum().item<double>() / opt.samples;
+  }
+  // Omega per candidate: the trace per weight times the squared perturbation.
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < wv.size(); ++i) {
+    const ModuleEntry& e = *in_pool[size_t(kinds[i])];
+    const at::Tensor W = wv[i].detach().contiguous();
+    const double tr_per_weight = trace[i] / double(e.n_params);
+    json score = json::object(), pert = json::object();
+    for (const auto& c : e.candidates) {
+      cand.resize(size_t(e.n_params));
+      GAMMA_RETURN_IF_ERROR(store.dequantize(e, c, cand.data(), opt.n_threads));
+      const double d2 = (at::from_blob(cand.data(), W.sizes(), f32) - W).pow(2).sum().item<double>();
+      pert[c.id] = d2;
+      score[c.id] = -tr_per_weight * d2;
+    }
+    modules[e.name] = {{"score", score}, {"hessian_trace", trace[i]}, {"trace_per_weight", tr_per_weight},
+                       {"perturbation", pert}};
+  }
+  return Status::ok();
+}
+
+// Rank 0 gathers every rank's layers (one broadcast per rank; the scores are small).
+Status gather(Comm& comm, const HawqOptions& opt, json& modules) {
+  for (int r = 1; r < opt.world_size; ++r) {
+    std::string part = opt.rank == r ? modules.dump() : std::string();
+    GAMMA_RETURN_IF_ERROR(comm.broadcast(part, r));
+    if (opt.rank == 0) {
+      json pj = json::parse(part, nullptr, false);
+      if (!pj.is_object()) return Status::errorf("rank {} sent unreadable scores", r);
+      for (auto& [name, m] : pj.items()) modules[name] = m;
+    }
+  }
+  return Status::ok();
+}
+
+// SCORES.json: Stage II's input; the traces and perturbations ride along per module.
+json scores_file(const Manifest& man, const std::string& pool_sha, const std::string& teacher_fingerprint,
+                 const HawqOptions& opt, const std::string& activations_key, const json& modules) {
+  scores::Scores sc;
+  sc.method = "hawq";
+  sc.model_fingerprint = man.model_fingerprint;
+  sc.pool_manifest_sha256 = pool_sha;
+  for (const auto& [name, m] : modules.items())
+    for (const auto& [id, v] : m["score"].items()) sc.score[name][id] = v.get<double>();
+  json out = sc.to_json();
+  for (const auto& [name, m] : modules.items())
+    for (const char* k : {"hessian_trace", "trace_per_weight", "perturbation"}) out["modules"][name][k] = m[k];
+  out["teacher_fingerprint"] = teacher_fingerprint;
+  out["hyperparameters"] = {{"samples", opt.samples}, {"batch", opt.seqs}, {"seed", opt.seed},
+                            {"calib_tokens", opt.calib.calib_tokens}, {"seq_len", opt.calib.seq_len},
+                            {"calib_files", opt.calib.text_files}, {"activations", {{"key", activations_key}}},
+                            {"score", "-Tr(H)/n * ||W_b - W||^2 (HAWQ-V2), H of the teacher-forced layer MSE"}};
+  return out;
+}
+
+}  // namespace
 
 Result<json> hawq_scores(const HawqOptions& opt_in) {
   HawqOptions opt = opt_in;
@@ -54,8 +178,7 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
   const Positional pos = make_positional(hp, T, model->rope_freqs());
   std::vector<int> seqs;
   for (int b = 0; b < B; ++b) seqs.push_back(b);
-  std::vector<float> x(size_t(B) * size_t(T) * size_t(hp.n_embd)), y(x.size()), cand;
-  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  std::vector<float> x(size_t(B) * size_t(T) * size_t(hp.n_embd)), y(x.size());
 
   // Resumable per layer: OUT.ckpt holds the finished layers' modules under a key of what
   // determines them; each layer draws its probes from its own seed, so a resumed run writes
@@ -70,21 +193,11 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
   GAMMA_RETURN_IF_ERROR(comm->broadcast(job));
   if (job != key.dump()) return Status::errorf("rank {} was started with other settings, pool or teacher than rank 0", opt.rank);
   if (opt.world_size > 1) key["layers"] = {lo, hi};
-  json modules = json::object();
-  int first = lo;
-  double seconds_before = 0;
-  if (auto text = read_file(ckpt_path); text.is_ok()) {
-    json ck = json::parse(*text, nullptr, false);
-    bool same = ck.is_object() && ck.contains("modules") && ck["modules"].is_object() && ck.contains("layers_done") &&
-                ck["layers_done"].is_number_integer() && ck.contains("seconds") && ck["seconds"].is_number();
-    for (const auto& [k, v] : key.items()) same = same && ck.contains(k) && ck[k] == v;
-    if (same && ck["layers_done"].get<int>() >= lo && ck["layers_done"].get<int>() <= hi) {
-      modules = ck["modules"];
-      first = ck["layers_done"].get<int>();
-      seconds_before = ck["seconds"].get<double>();
-      if (!opt.quiet) std::fprintf(stderr, "hawq: resuming at layer %d of %d from %s\n", first, L, ckpt_path.c_str());
-    }
-  }
+  Resumed done = resume(ckpt_path, key, lo, hi);
+  json& modules = done.modules;
+  const int first = done.first;
+  const double seconds_before = done.seconds;
+  if (first > lo && !opt.quiet) std::fprintf(stderr, "hawq: resuming at layer %d of %d from %s\n", first, L, ckpt_path.c_str());
   auto elapsed = [&] { return seconds_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
 
   std::unique_ptr<Progress> bar;
@@ -93,57 +206,7 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
     at::manual_seed(opt.seed * 1000003ULL + uint64_t(l));
     GAMMA_RETURN_IF_ERROR(cache->read(l, seqs, x.data()));
     GAMMA_RETURN_IF_ERROR(cache->read(l + 1, seqs, y.data()));
-    GAMMA_ASSIGN_OR_RETURN(auto lp, model->layer_params(l));
-    GAMMA_ASSIGN_OR_RETURN(auto w, model->layer_weights(l));
-    std::vector<const ModuleEntry*> in_pool(kNumLinear, nullptr);
-    std::vector<at::Tensor> wv;
-    std::vector<int> kinds;
-    for (const auto& e : man.modules)
-      if (e.layer == l) {
-        const int k = linear_kind_index(e.kind);
-        if (k < 0) return Status::errorf("pool module {} has unknown kind {}", e.name, e.kind);
-        in_pool[size_t(k)] = &e;
-        w[size_t(k)] = w[size_t(k)].detach().requires_grad_(true);
-        wv.push_back(w[size_t(k)]);
-        kinds.push_back(k);
-      }
-    if (wv.empty()) continue;
-    // Tr(H) by Hutchinson: H v is the gradient of <grad L, v>, so the first gradient keeps
-    // its graph; every probe reuses it.
-    auto xt = at::from_blob(x.data(), {B, T, hp.n_embd}, f32);
-    auto yt = at::from_blob(y.data(), {B, T, hp.n_embd}, f32);
-    auto loss = (layer_forward(hp, lp, w, pos, xt) - yt).pow(2).mean();
-    auto g = torch::autograd::grad({loss}, wv, {}, /*retain_graph=*/true, /*create_graph=*/true);
-    std::vector<double> trace(wv.size(), 0.0);
-    for (int s = 0; s < opt.samples; ++s) {
-      std::vector<at::Tensor> v;
-      at::Tensor gv = at::zeros({}, f32);
-      for (size_t i = 0; i < wv.size(); ++i) {
-        v.push_back(at::randint(0, 2, wv[i].sizes(), f32).mul_(2).sub_(1));
-        gv = gv + (g[i] * v[i]).sum();
-      }
-      auto hv = torch::autograd::grad({gv}, wv, {}, /*retain_graph=*/s + 1 < opt.samples, /*create_graph=*/false,
-                                      /*allow_unused=*/true);
-      for (size_t i = 0; i < wv.size(); ++i)
-        if (hv[i].defined()) trace[i] += (hv[i] * v[i]).sum().item<double>() / opt.samples;
-    }
-    // Omega per candidate: the trace per weight times the squared perturbation.
-    at::NoGradGuard no_grad;
-    for (size_t i = 0; i < wv.size(); ++i) {
-      const ModuleEntry& e = *in_pool[size_t(kinds[i])];
-      const at::Tensor W = wv[i].detach().contiguous();
-      const double tr_per_weight = trace[i] / double(e.n_params);
-      json score = json::object(), pert = json::object();
-      for (const auto& c : e.candidates) {
-        cand.resize(size_t(e.n_params));
-        GAMMA_RETURN_IF_ERROR(store->dequantize(e, c, cand.data(), opt.n_threads));
-        const double d2 = (at::from_blob(cand.data(), W.sizes(), f32) - W).pow(2).sum().item<double>();
-        pert[c.id] = d2;
-        score[c.id] = -tr_per_weight * d2;
-      }
-      modules[e.name] = {{"score", score}, {"hessian_trace", trace[i]}, {"trace_per_weight", tr_per_weight},
-                         {"perturbation", pert}};
-    }
+    GAMMA_RETURN_IF_ERROR(score_layer(*model, man, *store, opt, l, pos, x, y, B, T, &modules));
     json ck = key;
     ck["layers_done"] = l + 1;
     ck["seconds"] = elapsed();
@@ -153,35 +216,13 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
     if (bar) bar->update(l + 1 - lo);
   }
   if (bar) bar->finish();
-  // Rank 0 gathers every rank's layers (one broadcast per rank; the scores are small).
-  for (int r = 1; r < opt.world_size; ++r) {
-    std::string part = opt.rank == r ? modules.dump() : std::string();
-    GAMMA_RETURN_IF_ERROR(comm->broadcast(part, r));
-    if (opt.rank == 0) {
-      json pj = json::parse(part, nullptr, false);
-      if (!pj.is_object()) return Status::errorf("rank {} sent unreadable scores", r);
-      for (auto& [name, m] : pj.items()) modules[name] = m;
-    }
-  }
+  GAMMA_RETURN_IF_ERROR(gather(*comm, opt, modules));
   if (opt.rank != 0) {
     std::remove(ckpt_path.c_str());
     return json::object();
   }
 
-  scores::Scores sc;  // Stage II's input; the traces and perturbations ride along per module
-  sc.method = "hawq";
-  sc.model_fingerprint = man.model_fingerprint;
-  sc.pool_manifest_sha256 = pool_sha;
-  for (const auto& [name, m] : modules.items())
-    for (const auto& [id, v] : m["score"].items()) sc.score[name][id] = v.get<double>();
-  json out = sc.to_json();
-  for (const auto& [name, m] : modules.items())
-    for (const char* k : {"hessian_trace", "trace_per_weight", "perturbation"}) out["modules"][name][k] = m[k];
-  out["teacher_fingerprint"] = teacher.fingerprint();
-  out["hyperparameters"] = {{"samples", opt.samples}, {"batch", opt.seqs}, {"seed", opt.seed},
-                            {"calib_tokens", opt.calib.calib_tokens}, {"seq_len", opt.calib.seq_len},
-                            {"calib_files", opt.calib.text_files}, {"activations", {{"key", cache->key()}}},
-                            {"score", "-Tr(H)/n * ||W_b - W||^2 (HAWQ-V2), H of the teacher-forced layer MSE"}};
+  json out = scores_file(man, pool_sha, teacher.fingerprint(), opt, cache->key(), modules);
   out["stats"] = {{"seconds", elapsed()}, {"threads", opt.n_threads}, {"resumed_at_layer", first},
                   {"world_size", opt.world_size}};
   GAMMA_RETURN_IF_ERROR(write_json(opt.out_path, out));

@@ -161,4 +161,37 @@ Result<Plan> uniform_plan(const Manifest& m, const std::string& type) {
   return p;
 }
 
+Result<Plan> plan_from_gguf(const Manifest& m, const std::string& gguf_path) {
+  GAMMA_ASSIGN_OR_RETURN(auto file, TensorFile::open(gguf_path));
+  Plan p;
+  p.model_fingerprint = m.model_fingerprint;
+  p.method = "from-gguf";
+  p.info = {{"gguf", gguf_path}};
+  auto type_of = [&](const std::string& name, const std::vector<int64_t>& shape) -> Result<std::string> {
+    const TensorInfo* t = file->find(name);
+    if (!t) return Status::errorf("{} has no tensor {} (not the pool's model?)", gguf_path, name);
+    if (t->shape != shape) return Status::errorf("{}: tensor {} has another shape than the pool's model", gguf_path, name);
+    return type_name(t->type);
+  };
+  std::map<std::string, int> counts;
+  for (const auto& e : m.modules) {
+    GAMMA_ASSIGN_OR_RETURN(std::string type, type_of(e.name, e.shape));
+    const Candidate* c = e.find(type);  // the candidate named after its type (not an import)
+    for (size_t i = 0; !c && i < e.candidates.size(); ++i)
+      if (e.candidates[i].type == type) c = &e.candidates[i];
+    if (!c)
+      return Status::errorf("the pool has no {} candidate for module {}, which {} holds at {} (build the pool with --types "
+                            "including {})", type, e.name, gguf_path, type, type);
+    p.modules[e.name] = c->id;
+    ++counts[type];
+  }
+  for (const auto& f : m.fixed) {
+    GAMMA_ASSIGN_OR_RETURN(std::string type, type_of(f.name, f.shape));
+    GAMMA_RETURN_IF_ERROR(check_fixed_type(m, f.name, type).with_context(gguf_path));
+    p.fixed[f.name] = type;
+  }
+  p.info["module_types"] = counts;
+  return p;
+}
+
 }  // namespace gm

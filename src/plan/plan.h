@@ -55,4 +55,11 @@ uint64_t fixed_file_bytes(const Manifest& m, const std::map<std::string, std::st
 // Every module at `type` (error if a module cannot hold it); fixed tensors by default.
 Result<Plan> uniform_plan(const Manifest& m, const std::string& type);
 
+// The per-tensor types of any GGUF of the same model (e.g. a llama.cpp mix) as a plan over the
+// pool: each module at the pool's candidate of the type the file holds, each fixed tensor at
+// the file's type. Emitting it re-makes that allocation from the pool's candidates, the fair
+// control beside gamma's plans (the same candidates on both sides). A type the pool lacks for
+// a module is an error naming both.
+Result<Plan> plan_from_gguf(const Manifest& m, const std::string& gguf_path);
+
 }  // namespace gm

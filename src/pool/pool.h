@@ -18,7 +18,7 @@ namespace gm {
 
 // The default candidate set ("auto"): the types no other type dominates (fewer bytes and less
 // weight error on nearly every module), measured per block width (results/iq_*/types.md,
-// experiments/type_table.py; README "Candidate types" for what is measured and what is not).
+// gamma inspect POOL (pool/type_table.h); docs/design.md "Candidate types" says what is measured).
 // Each module gets those its rows fit; IQ2_XXS and IQ2_XS only with an imatrix.
 const std::vector<std::string>& default_candidate_types();
 

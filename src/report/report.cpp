@@ -161,12 +161,25 @@ double choice_correlation(const Plan& plan, const ProbMap& p) {
   return pearson(x, y);
 }
 
-Result<Inputs> load_inputs(const std::vector<std::string>& paths, const std::string& pool_dir) {
-  if (paths.empty()) return Status::error("no results given");
+namespace {
+
+// Every input sorted by what it is: run descriptors (runs.json) into specs, loose plans, evals
+// and scores files; a directory contributes its runs.json or its gamma JSON files.
+struct Collected {
   std::vector<RunSpec> specs;
   std::vector<std::string> loose_plans, loose_evals;
   std::map<std::string, std::string> loose_scores;  // file name -> path
-  std::string pool = pool_dir;
+  std::string pool;
+};
+
+Result<Collected> collect_inputs(const std::vector<std::string>& paths, const std::string& pool_dir) {
+  Collected in;
+  auto& specs = in.specs;
+  auto& loose_plans = in.loose_plans;
+  auto& loose_evals = in.loose_evals;
+  auto& loose_scores = in.loose_scores;
+  std::string& pool = in.pool;
+  pool = pool_dir;
   const bool pool_from_cli = !pool_dir.empty();
   auto take_file = [&](const std::string& f, bool explicit_arg) -> Status {
     auto sch = schema_of(f);
@@ -215,13 +228,18 @@ Result<Inputs> load_inputs(const std::vector<std::string>& paths, const std::str
     }
   }
 
-  // Loose files: a plan per run, evals joined by stem, other evals on their own.
+  return in;
+}
+
+// Loose files: a plan per run, evals joined by stem, other evals on their own.
+Status pair_loose_files(Collected& in) {
+  auto& specs = in.specs;
   std::set<std::string> used_evals;
-  for (const auto& pl : loose_plans) {
+  for (const auto& pl : in.loose_plans) {
     RunSpec s;
     s.plan = pl;
     const std::string stem = stem_of(pl, ".plan");
-    for (const auto& ev : loose_evals) {
+    for (const auto& ev : in.loose_evals) {
       if (used_evals.count(ev)) continue;
       std::string model_stem;
       auto e = eval::EvalResult::load(ev);  // an unreadable one fails when its run is loaded
@@ -234,13 +252,75 @@ Result<Inputs> load_inputs(const std::vector<std::string>& paths, const std::str
     }
     specs.push_back(std::move(s));
   }
-  for (const auto& ev : loose_evals)
+  for (const auto& ev : in.loose_evals)
     if (!used_evals.count(ev)) {
       RunSpec s;
       s.eval = ev;
       specs.push_back(std::move(s));
     }
   if (specs.empty()) return Status::error("no plan or eval among the inputs (scores alone make no run)");
+  return Status::ok();
+}
+
+// A run's plan: checked against the pool (when given), its method, budget, label and sizes.
+Status load_run_plan(const RunSpec& s, const Manifest* pm, Run& r) {
+  auto p = Plan::load(s.plan);
+  if (!p.is_ok()) return p.status();
+  r.plan = std::move(p).value();
+  if (pm) {
+    Status v = r.plan->validate(*pm);
+    if (!v.is_ok()) return v.with_context(s.plan);
+  }
+  if (r.method.empty()) r.method = r.plan->method.empty() ? "plan" : r.plan->method;
+  Status st;
+  const FieldReader info(r.plan->info, &st, "info");
+  if (!r.budget_bpw) r.budget_bpw = info.object("budget").opt<double>("bpw");
+  if (r.label.empty()) {
+    if (auto t = info.opt<std::string>("type")) r.label = *t, r.label_explicit = true;
+  }
+  if (pm) {
+    PlanSize ps = plan_size(*pm, *r.plan);
+    r.linear_bpw = ps.linear_bpw;
+    r.file_bytes = ps.file_bytes, r.file_bytes_predicted = true;
+  } else {
+    const FieldReader predicted = info.object("predicted");
+    r.linear_bpw = predicted.opt<double>("linear_bpw");
+    if (auto fb = predicted.opt<double>("file_bytes")) r.file_bytes = uint64_t(*fb), r.file_bytes_predicted = true;
+  }
+  if (!st.is_ok()) return st.with_context(s.plan);
+  // Allocation bpw must be known for every module (used by cosine and heatmaps).
+  for (const auto& [mod, id] : r.plan->modules) {
+    auto b = candidate_bpw(pm, mod, id);
+    if (!b.is_ok()) return b.status().with_context(s.plan);
+  }
+  return Status::ok();
+}
+
+// A run's eval: its size (measured), its label when nothing else names it, its linear bpw.
+Status load_run_eval(const RunSpec& s, Run& r, std::vector<std::string>* notes) {
+  GAMMA_ASSIGN_OR_RETURN(r.eval, eval::EvalResult::load(s.eval));
+  const std::string model_path = r.eval->model.path.value_or("");
+  if (r.method.empty()) r.method = "gguf";
+  if (r.label.empty() && !r.plan && !model_path.empty()) r.label = stem_of(model_path), r.label_explicit = true;
+  if (auto fb = r.eval->model.file_bytes) r.file_bytes = *fb, r.file_bytes_predicted = false;
+  if (!r.linear_bpw) {
+    r.linear_bpw = gguf_linear_bpw(model_path);
+    if (!r.linear_bpw)
+      notes->push_back(fmt::format("{}: linear bpw unknown (no plan + pool, and {} is not readable here)", s.eval,
+                                     model_path.empty() ? "the model" : model_path));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<Inputs> load_inputs(const std::vector<std::string>& paths, const std::string& pool_dir) {
+  if (paths.empty()) return Status::error("no results given");
+  GAMMA_ASSIGN_OR_RETURN(Collected col, collect_inputs(paths, pool_dir));
+  GAMMA_RETURN_IF_ERROR(pair_loose_files(col));
+  const std::vector<RunSpec>& specs = col.specs;
+  const std::string& pool = col.pool;
+  const auto& loose_scores = col.loose_scores;
 
   Inputs in;
   if (!pool.empty()) {
@@ -251,57 +331,15 @@ Result<Inputs> load_inputs(const std::vector<std::string>& paths, const std::str
   const Manifest* pm = in.pool ? &*in.pool : nullptr;
   std::map<std::string, Scores> scores_cache;
   std::set<std::string> used_scores;
-  for (auto& s : specs) {
+  for (const auto& s : specs) {
     Run r;
     r.method = s.method;
     r.label = s.label;
     r.label_explicit = !s.label.empty();
     r.budget_bpw = s.budget_bpw;
     r.plan_path = s.plan, r.eval_path = s.eval;
-    if (!s.plan.empty()) {
-      auto p = Plan::load(s.plan);
-      if (!p.is_ok()) return p.status();
-      r.plan = std::move(p).value();
-      if (pm) {
-        Status v = r.plan->validate(*pm);
-        if (!v.is_ok()) return v.with_context(s.plan);
-      }
-      if (r.method.empty()) r.method = r.plan->method.empty() ? "plan" : r.plan->method;
-      Status st;
-      const FieldReader info(r.plan->info, &st, "info");
-      if (!r.budget_bpw) r.budget_bpw = info.object("budget").opt<double>("bpw");
-      if (r.label.empty()) {
-        if (auto t = info.opt<std::string>("type")) r.label = *t, r.label_explicit = true;
-      }
-      if (pm) {
-        PlanSize ps = plan_size(*pm, *r.plan);
-        r.linear_bpw = ps.linear_bpw;
-        r.file_bytes = ps.file_bytes, r.file_bytes_predicted = true;
-      } else {
-        const FieldReader predicted = info.object("predicted");
-        r.linear_bpw = predicted.opt<double>("linear_bpw");
-        if (auto fb = predicted.opt<double>("file_bytes")) r.file_bytes = uint64_t(*fb), r.file_bytes_predicted = true;
-      }
-      if (!st.is_ok()) return st.with_context(s.plan);
-      // Allocation bpw must be known for every module (used by cosine and heatmaps).
-      for (const auto& [mod, id] : r.plan->modules) {
-        auto b = candidate_bpw(pm, mod, id);
-        if (!b.is_ok()) return b.status().with_context(s.plan);
-      }
-    }
-    if (!s.eval.empty()) {
-      GAMMA_ASSIGN_OR_RETURN(r.eval, eval::EvalResult::load(s.eval));
-      const std::string model_path = r.eval->model.path.value_or("");
-      if (r.method.empty()) r.method = "gguf";
-      if (r.label.empty() && !r.plan && !model_path.empty()) r.label = stem_of(model_path), r.label_explicit = true;
-      if (auto fb = r.eval->model.file_bytes) r.file_bytes = *fb, r.file_bytes_predicted = false;
-      if (!r.linear_bpw) {
-        r.linear_bpw = gguf_linear_bpw(model_path);
-        if (!r.linear_bpw)
-          in.notes.push_back(fmt::format("{}: linear bpw unknown (no plan + pool, and {} is not readable here)", s.eval,
-                                         model_path.empty() ? "the model" : model_path));
-      }
-    }
+    if (!s.plan.empty()) GAMMA_RETURN_IF_ERROR(load_run_plan(s, pm, r));
+    if (!s.eval.empty()) GAMMA_RETURN_IF_ERROR(load_run_eval(s, r, &in.notes));
     std::string sp = s.scores;
     if (sp.empty()) {
       sp = find_plan_scores(r, s.base_dir, loose_scores);

@@ -1,5 +1,5 @@
 // What `gamma run`'s steps will cost before they run: seconds and disk, from throughputs
-// measured on the 2-core reference machine (AMD EPYC, AVX-512; README "Measured"), scaled by
+// measured on the 2-core reference machine (AMD EPYC, AVX-512; docs/design.md "Operations"), scaled by
 // the model's parameter count and the thread count. Estimates for --dry-run and the ETA on
 // each step's line, not promises: another CPU or a busy machine changes them.
 #pragma once

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 namespace gm::solve {
 namespace {
@@ -349,7 +350,20 @@ class KnapsackRun {
   // Out of time; the state limit applies per DP (see dp), so the last round gets all of it.
   bool stopped() const { return seconds_since(t0_) > k_.opt_.max_seconds; }
 
+  struct DpPlan {
+    std::vector<uint32_t> order;  // the free classes, in the order the DP takes them
+    uint64_t wfix = 0;            // weight and score of the classes with one kept item
+    double pfix = 0;
+    std::vector<uint64_t> minw, sdw;
+    std::vector<double> minp, lagv, sdp;
+    std::vector<uint32_t> inc_start, inc_at;
+    std::optional<SuffixLp> suffix;
+  };
+  DpPlan dp_plan(const Kept& kept) const;
   DpOutcome dp(const Kept& kept, uint64_t max_states);
+  void adopt_dp_incumbent(const Kept& kept, const std::vector<uint32_t>& order, long best_layer, long best_state,
+                          const std::vector<uint32_t>& parent, const std::vector<uint16_t>& item,
+                          const std::vector<size_t>& layer_at);
   KnapsackSolution finish();
 
   const Knapsack& k_;
@@ -367,27 +381,20 @@ class KnapsackRun {
   uint64_t states_ = 0;
 };
 
-// Dynamic programme over the classes with more than one kept item: layered lists of
-// Pareto-optimal partial solutions (weight ascending, score strictly ascending), each
-// pruned when an upper bound on its best completion cannot beat the incumbent by more than
-// the tolerance. Completing a state with the LP choices of the remaining classes gives new
-// incumbents on the way.
-KnapsackRun::DpOutcome KnapsackRun::dp(const Kept& kept, uint64_t max_states) {
-  const double tol = k_.tol_abs_;
+// The DP's view of the classes with more than one kept item: their order, their lightest items,
+// their best Lagrangian values, and the LP over their hull increments (for the bounds).
+KnapsackRun::DpPlan KnapsackRun::dp_plan(const Kept& kept) const {
   const double ninf = -std::numeric_limits<double>::infinity();
-  DpOutcome out;
-  std::vector<uint32_t> order;
-  uint64_t wfix = 0;
-  double pfix = 0;
+  DpPlan d;
+  std::vector<uint32_t>& order = d.order;
   for (size_t i = 0; i < n_; ++i) {
     if (kept[i].size() == 1) {
-      wfix += ew(i, kept[i][0]);
-      pfix += ep(i, kept[i][0]);
+      d.wfix += ew(i, kept[i][0]);
+      d.pfix += ep(i, kept[i][0]);
     } else {
       order.push_back(uint32_t(i));
     }
   }
-  out.free = int(order.size());
   // Heaviest classes first, then the most decided ones: coarse weight steps early and fine
   // ones late keep the Pareto lists short (measured: ~5x fewer states than input order on
   // model-shaped instances), as sorting by size does in subset-sum DPs.
@@ -406,8 +413,9 @@ KnapsackRun::DpOutcome KnapsackRun::dp(const Kept& kept, uint64_t max_states) {
     double dp, slope;
   };
   std::vector<Inc> incs;
-  std::vector<uint64_t> minw(n_, 0);
-  std::vector<double> minp(n_, 0), lagv(n_, 0);
+  d.minw.assign(n_, 0);
+  d.minp.assign(n_, 0);
+  d.lagv.assign(n_, 0);
   for (uint32_t i : order) {
     std::vector<uint64_t> w;
     std::vector<double> p;
@@ -417,9 +425,9 @@ KnapsackRun::DpOutcome KnapsackRun::dp(const Kept& kept, uint64_t max_states) {
       p.push_back(ep(i, j));
       best = std::max(best, ep(i, j) - lambda_ * double(ew(i, j)));
     }
-    minw[i] = w.front();
-    minp[i] = p.front();
-    lagv[i] = best;
+    d.minw[i] = w.front();
+    d.minp[i] = p.front();
+    d.lagv[i] = best;
     auto hull = upper_hull(w, p);
     for (size_t h = 1; h < hull.size(); ++h) {
       uint64_t dw = w[hull[h]] - w[hull[h - 1]];
@@ -428,20 +436,71 @@ KnapsackRun::DpOutcome KnapsackRun::dp(const Kept& kept, uint64_t max_states) {
     }
   }
   std::stable_sort(incs.begin(), incs.end(), [](const Inc& a, const Inc& b) { return a.slope > b.slope; });
-  std::vector<uint64_t> sdw(incs.size());
-  std::vector<double> sdp(incs.size()), ssl(incs.size());
+  d.sdw.resize(incs.size());
+  d.sdp.resize(incs.size());
+  std::vector<double> ssl(incs.size());
   // inc_at[inc_start[i] ..] = the sorted positions of class i's increments.
-  std::vector<uint32_t> inc_start(n_ + 1, 0), inc_at(incs.size());
-  for (const Inc& in : incs) ++inc_start[in.cls + 1];
-  for (size_t i = 0; i < n_; ++i) inc_start[i + 1] += inc_start[i];
-  {
-    std::vector<uint32_t> fill(inc_start.begin(), inc_start.end() - 1);
-    for (size_t r = 0; r < incs.size(); ++r) {
-      sdw[r] = incs[r].dw, sdp[r] = incs[r].dp, ssl[r] = incs[r].slope;
-      inc_at[fill[incs[r].cls]++] = uint32_t(r);
-    }
+  d.inc_start.assign(n_ + 1, 0);
+  d.inc_at.resize(incs.size());
+  for (const Inc& in : incs) ++d.inc_start[in.cls + 1];
+  for (size_t i = 0; i < n_; ++i) d.inc_start[i + 1] += d.inc_start[i];
+  std::vector<uint32_t> fill(d.inc_start.begin(), d.inc_start.end() - 1);
+  for (size_t r = 0; r < incs.size(); ++r) {
+    d.sdw[r] = incs[r].dw, d.sdp[r] = incs[r].dp, ssl[r] = incs[r].slope;
+    d.inc_at[fill[incs[r].cls]++] = uint32_t(r);
   }
-  SuffixLp suffix(sdw, sdp, ssl);
+  d.suffix.emplace(d.sdw, d.sdp, ssl);
+  return d;
+}
+
+// The DP's incumbent as a full choice: the traced layers, the fixed classes, the rest at their
+// LP choices; kept only if, rescored in class order, it beats the incumbent before it.
+void KnapsackRun::adopt_dp_incumbent(const Kept& kept, const std::vector<uint32_t>& order, long best_layer,
+                                     long best_state, const std::vector<uint32_t>& parent,
+                                     const std::vector<uint16_t>& item, const std::vector<size_t>& layer_at) {
+  const double ninf = -std::numeric_limits<double>::infinity();
+  std::vector<uint32_t> before = best_;
+  std::vector<uint32_t> c(n_);
+  for (size_t i = 0; i < n_; ++i) c[i] = kept[i].size() == 1 ? kept[i][0] : pos_[i];
+  long s = best_state;
+  for (long t = best_layer; t >= 0; --t) {
+    c[order[t]] = kept[order[t]][item[layer_at[t] + s]];
+    s = parent[layer_at[t] + s];
+  }
+  // Rescored in class order (the DP summed in another order); rounding must not let it
+  // replace an incumbent it does not beat.
+  auto score = [&](const std::vector<uint32_t>& x) {
+    double sc = 0;
+    for (size_t i = 0; i < n_; ++i) sc += ep(i, x[i]);
+    return sc;
+  };
+  double sc = score(c), old = before.empty() ? ninf : score(before);
+  best_ = sc >= old ? std::move(c) : std::move(before);
+  best_score_ = std::max(sc, old);
+}
+
+// Dynamic programme over the classes with more than one kept item: layered lists of
+// Pareto-optimal partial solutions (weight ascending, score strictly ascending), each
+// pruned when an upper bound on its best completion cannot beat the incumbent by more than
+// the tolerance. Completing a state with the LP choices of the remaining classes gives new
+// incumbents on the way.
+KnapsackRun::DpOutcome KnapsackRun::dp(const Kept& kept, uint64_t max_states) {
+  const double tol = k_.tol_abs_;
+  const double ninf = -std::numeric_limits<double>::infinity();
+  DpOutcome out;
+  DpPlan d = dp_plan(kept);
+  const std::vector<uint32_t>& order = d.order;
+  const uint64_t wfix = d.wfix;
+  const double pfix = d.pfix;
+  const std::vector<uint64_t>& minw = d.minw;
+  const std::vector<uint64_t>& sdw = d.sdw;
+  const std::vector<uint32_t>& inc_start = d.inc_start;
+  const std::vector<uint32_t>& inc_at = d.inc_at;
+  const std::vector<double>& minp = d.minp;
+  const std::vector<double>& lagv = d.lagv;
+  const std::vector<double>& sdp = d.sdp;
+  SuffixLp& suffix = *d.suffix;
+  out.free = int(order.size());
   // Sums over the classes not yet processed.
   uint64_t rest_minw = 0, rest_posw = 0;
   double rest_minp = 0, rest_lag = 0, rest_posp = 0;
@@ -532,27 +591,7 @@ KnapsackRun::DpOutcome KnapsackRun::dp(const Kept& kept, uint64_t max_states) {
     open = nopen;
   }
   if (!out.complete) out.open_bound = open;
-  if (best_layer != -2) {
-    std::vector<uint32_t> before = best_;
-    // Rebuild the DP incumbent: traced layers, fixed classes, the rest at LP choices.
-    std::vector<uint32_t> c(n_);
-    for (size_t i = 0; i < n_; ++i) c[i] = kept[i].size() == 1 ? kept[i][0] : pos_[i];
-    long s = best_state;
-    for (long t = best_layer; t >= 0; --t) {
-      c[order[t]] = kept[order[t]][item[layer_at[t] + s]];
-      s = parent[layer_at[t] + s];
-    }
-    // Rescored in class order (the DP summed in another order); rounding must not let it
-    // replace an incumbent it does not beat.
-    auto score = [&](const std::vector<uint32_t>& x) {
-      double sc = 0;
-      for (size_t i = 0; i < n_; ++i) sc += ep(i, x[i]);
-      return sc;
-    };
-    double sc = score(c), old = before.empty() ? ninf : score(before);
-    best_ = sc >= old ? std::move(c) : std::move(before);
-    best_score_ = std::max(sc, old);
-  }
+  if (best_layer != -2) adopt_dp_incumbent(kept, order, best_layer, best_state, parent, item, layer_at);
   return out;
 }
 
