@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "gguf_model/model.h"
 #include "pool/manifest.h"
@@ -88,12 +89,14 @@ TEST_F(Commands, InspectPoolPrintsThePerTypeTable) {
   for (const auto& row : j["types"]) {
     const std::string type = row["type"];
     double params = 0, bytes = 0, err = 0;
-    for (const auto& e : m.modules) {
-      const Candidate* c = e.find(type);
-      ASSERT_NE(c, nullptr);
-      params += double(e.n_params), bytes += double(c->bytes), err += c->rel_err * double(e.n_params);
-    }
-    EXPECT_EQ(row["modules"].get<int>(), int(m.modules.size()));
+    int modules = 0;
+    for (const auto& e : m.modules)
+      if (const Candidate* c = e.find(type)) {  // rows that do not hold it have only the F16 fallback
+        ++modules;
+        params += double(e.n_params), bytes += double(c->bytes), err += c->rel_err * double(e.n_params);
+      }
+    EXPECT_GT(modules, 0) << type;
+    EXPECT_EQ(row["modules"].get<int>(), modules) << type;
     EXPECT_NEAR(row["bpw"].get<double>(), 8 * bytes / params, 1e-9) << type;
     EXPECT_NEAR(row["rel_err_mean"].get<double>(), err / params, 1e-12) << type;
     EXPECT_TRUE(row["dominated_by"].empty()) << type;
@@ -124,14 +127,21 @@ TEST_F(Commands, CompareGivesThePairedDifferenceAndTheTypesThatDiffer) {
     mean[i++] = read_json(ev, "gamma.eval", 1).value()["kld"]["mean"].get<double>();
   }
   const json& diff = (*c)["a_minus_b"];
-  EXPECT_NEAR(diff["mean"].get<double>(), mean[0] - mean[1], 1e-9);
+  // The mean of the chunks' means is the mean over tokens (equal chunks), up to rounding.
+  EXPECT_NEAR(diff["mean"].get<double>(), mean[0] - mean[1], 1e-7);
   EXPECT_GT(diff["mean"].get<double>(), 0);  // Q4_0 is further from the teacher than Q8_0
   EXPECT_GT(diff["stderr"].get<double>(), 0);
   EXPECT_EQ((*c)["a"]["chunk_means"].size(), 6u);
+  // Every module whose rows hold Q4_0 differs; the others are F16 in both files.
   const Manifest m = Manifest::load(pool).value();
-  size_t linear_differ = 0;
-  for (const auto& t : (*c)["type_differences"]) linear_differ += m.find(t["tensor"].get<std::string>()) != nullptr;
-  EXPECT_EQ(linear_differ, m.modules.size());
+  std::set<std::string> differ;
+  for (const auto& t : (*c)["type_differences"]) differ.insert(t["tensor"].get<std::string>());
+  size_t q4 = 0;
+  for (const auto& e : m.modules) {
+    q4 += e.find("Q4_0") != nullptr;
+    EXPECT_EQ(differ.count(e.name) == 1, e.find("Q4_0") != nullptr) << e.name;
+  }
+  EXPECT_GT(q4, m.modules.size() / 2);
   // A plan against the file it makes: the same file, a difference of exactly zero.
   ASSERT_EQ(gamma("plan " + pool + " --from-gguf " + mix_path("Q8_0") + " -o " + d / "p8.json").exit_code, 0);
   r = gamma("compare " + d / "p8.json" + " " + mix_path("Q8_0") + " --pool " + pool + common + " -o " + d / "same.json");

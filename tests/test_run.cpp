@@ -237,7 +237,8 @@ TEST(RunPipeline, SeveralSizesEachChosenOnTheSameValidation) {
     EXPECT_TRUE(fs::exists(d / ("w/run-" + std::to_string(sizes[i]) + ".png")));
     // Each variant's validation score is the sum of its two texts' mean KLDs (gamma eval's files).
     for (const auto& v : (*j)["tried"]) {
-      const std::string stem = d / ("w/at-" + std::to_string(sizes[i]) + "/" + v["name"].get<std::string>());
+      const std::string stem =
+          fs::path(v["plan"].get<std::string>()).parent_path().string() + "/" + v["name"].get<std::string>();
       double sum = 0;
       for (const char* t : {".valid-wiki.valid-c128-n2.json", ".valid-python-valid-c128-n2.json"}) {
         auto e = read_json(stem + t, "gamma.eval", 1);
