@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command: set up, build, fetch the default model (SmolLM2-135M), run every test;
+# The test command: set up, build, fetch the default model (SmolLM2-135M) and Gemma-3-270M, run every test;
 # then the same suite again in the sanitizer build (build-asan/: gamma's own code, CLI and
 # tests under AddressSanitizer + UndefinedBehaviorSanitizer; any report fails the run).
 # ASAN=0 skips the second pass.
@@ -7,6 +7,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/build.sh"
 "$root/build/cli/gamma" fetch smollm2-135m >/dev/null
+"$root/build/cli/gamma" fetch gemma3-270m >/dev/null  # tests/test_gemma3.cpp: a second architecture
 cd "$root/build"
 ctest --output-on-failure -j "${JOBS:-2}" --timeout 1800
 [ "${ASAN:-1}" = 0 ] && exit 0

@@ -68,15 +68,29 @@ TEST(Model, BadInputIsOneClearLine) {
   EXPECT_NE(err(write_bytes(d, "garbage.gguf", garbage)).find("corrupt"), std::string::npos);
   EXPECT_NE(err(write_bytes(d, "empty.gguf", "")).find("bad magic"), std::string::npos);
 
-  // A well-formed GGUF of an architecture gamma does not handle.
+  // A well-formed GGUF of an architecture llama.cpp does not know.
   GgufWriter w;
-  gguf_set_val_str(w.gguf(), "general.architecture", "gpt2");
+  gguf_set_val_str(w.gguf(), "general.architecture", "notanarch");
   w.add({"blk.0.attn_q.weight", GGML_TYPE_F32, {32, 32}});
-  ASSERT_TRUE(w.write(d / "gpt2.gguf", [](size_t, std::vector<uint8_t>& b) {
+  ASSERT_TRUE(w.write(d / "unknown.gguf", [](size_t, std::vector<uint8_t>& b) {
     b.assign(32 * 32 * 4, 0);
     return Status::ok();
   }).is_ok());
-  EXPECT_NE(err(d / "gpt2.gguf").find("unsupported architecture 'gpt2'"), std::string::npos);
+  EXPECT_NE(err(d / "unknown.gguf").find("unsupported architecture 'notanarch' (not one llama.cpp knows)"),
+            std::string::npos);
+  // One it knows (gpt2 here) opens, its linear modules found by llama.cpp's tensor names.
+  GgufWriter g;
+  gguf_set_val_str(g.gguf(), "general.architecture", "gpt2");
+  gguf_set_val_u32(g.gguf(), "gpt2.block_count", 1);
+  g.add({"blk.0.attn_q.weight", GGML_TYPE_F32, {32, 32}});
+  ASSERT_TRUE(g.write(d / "gpt2.gguf", [](size_t, std::vector<uint8_t>& b) {
+    b.assign(32 * 32 * 4, 0);
+    return Status::ok();
+  }).is_ok());
+  auto m = Model::open(d / "gpt2.gguf");
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  EXPECT_EQ((*m)->arch(), "gpt2");
+  ASSERT_EQ((*m)->linear().size(), 1u);
 }
 
 TEST(Writer, PredictedSizeIsWrittenSizeAndWriteIsAtomic) {

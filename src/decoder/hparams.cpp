@@ -35,7 +35,20 @@ std::string get_str(gguf_context* ctx, const std::string& key, const std::string
 
 }  // namespace
 
+const std::vector<std::string>& decoder_architectures() {
+  static const std::vector<std::string> archs = {"llama", "qwen2", "qwen3"};
+  return archs;
+}
+
+Status check_decoder_architecture(const std::string& arch) {
+  for (const auto& a : decoder_architectures())
+    if (a == arch) return Status::ok();
+  return Status::errorf("gamma's LibTorch decoder (HAWQ-V2, Stage I) has no {} layer (it has llama, qwen2, qwen3)",
+                        arch);
+}
+
 Result<HParams> read_hparams(const Model& m) {
+  GAMMA_RETURN_IF_ERROR(check_decoder_architecture(m.arch()));
   HParams h;
   gguf_context* ctx = m.gguf();
   const std::string a = m.arch();

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "util/status.h"
 
@@ -32,8 +33,14 @@ struct HParams {
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }
 };
 
-// Fails (one line) on missing keys, unsupported RoPE scaling (yarn, longrope) or shapes that
-// do not fit together.
+// The architectures gamma's LibTorch decoder layer computes as libllama does (HAWQ-V2 and
+// Stage I need it; every other stage works for any architecture llama.cpp loads).
+const std::vector<std::string>& decoder_architectures();
+// ok, or one line naming the architecture and the ones the decoder has.
+Status check_decoder_architecture(const std::string& arch);
+
+// Fails (one line) on an architecture the decoder lacks, missing keys, unsupported RoPE scaling
+// (yarn, longrope) or shapes that do not fit together.
 Result<HParams> read_hparams(const Model& m);
 
 }  // namespace gm

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "gguf.h"
+#include "llama-arch.h"  // llama.cpp's own list of architectures (its src/, not the public API)
 #include "llama/log.h"
 #include "util/files.h"
 
@@ -172,8 +173,11 @@ Result<std::unique_ptr<Model>> Model::open(const std::string& path) {
   gguf_context* ctx = m->ctx_;
   m->arch_ = get_str(ctx, "general.architecture");
   m->name_ = get_str(ctx, "general.name");
-  if (m->arch_ != "llama" && m->arch_ != "qwen2" && m->arch_ != "qwen3")
-    return Status::errorf("{}: unsupported architecture '{}' (gamma supports llama, qwen2, qwen3)", path,
+  // Any architecture llama.cpp knows: the pool, the static proxy, gamma layers, search, solve,
+  // emit and eval all go through gguf.h and libllama. Only HAWQ-V2 and Stage I need gamma's own
+  // LibTorch decoder, which says itself which it has (decoder/hparams.h).
+  if (m->arch_.empty() || llm_arch_from_string(m->arch_) == LLM_ARCH_UNKNOWN)
+    return Status::errorf("{}: unsupported architecture '{}' (not one llama.cpp knows)", path,
                           m->arch_.empty() ? "<none>" : m->arch_);
   m->n_layer_ = int(get_int(ctx, m->arch_ + ".block_count"));
   if (m->n_layer_ <= 0) return Status::errorf("{}: missing {}.block_count", path, m->arch_);

@@ -54,7 +54,7 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
       if (auto* c = m.find(t)) bytes += c->file_bytes;
     line("pool " + t, pool_done || file_exists(e.pool + "/cand-" + t + ".gguf"), pool_seconds(e, preview, t), bytes);
   }
-  for (const auto& s : o.scorers) {
+  for (const auto& s : e.scorers) {
     if (s == "hawq") line("hawq (HAWQ-V2 traces)", file_exists(e.W + "/scores-hawq.json"),
                           hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens), 0);
     if (s == "gamma" && o.scores.empty())
@@ -63,9 +63,9 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
       line(fmt::format("layers ({} files, KLD each)", e.ms.n_layer + 1), file_exists(e.W + "/layers.json"), layers_estimate(e), 0);
   }
   // + gamma-fit and gamma-cal, and gamma-blend with hawq
-  const bool has_gamma = std::count(o.scorers.begin(), o.scorers.end(), "gamma") > 0;
-  const bool has_hawq = std::count(o.scorers.begin(), o.scorers.end(), "hawq") > 0;
-  const int n_scorers = int(o.scorers.size()) + (has_gamma ? 2 : 0) + (has_gamma && has_hawq ? 1 : 0);
+  const bool has_gamma = std::count(e.scorers.begin(), e.scorers.end(), "gamma") > 0;
+  const bool has_hawq = std::count(e.scorers.begin(), e.scorers.end(), "hawq") > 0;
+  const int n_scorers = int(e.scorers.size()) + (has_gamma ? 2 : 0) + (has_gamma && has_hawq ? 1 : 0);
   const int variants = n_scorers * (1 + kHeadSteps) * (o.max_kld > 0 ? 8 : n_targets);
   const double vtok = double(e.valid.front().chunks) * o.eval_ctx * double(e.valid.size());
   const double rtok = double(e.report.chunks) * o.eval_ctx;

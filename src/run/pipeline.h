@@ -46,6 +46,8 @@ struct Env {
   explicit Env(const RunOptions& opt) : o(opt) {}
   const RunOptions& o;
   std::string G, T, W, data, model, teacher, imatrix, pool, calib;
+  // --scorers less those the model's architecture has no LibTorch decoder for (hawq, gamma).
+  std::vector<std::string> scorers;
   std::vector<EvalText> valid;  // a file's validation score is the sum of its KLDs on these
   EvalText report;
   ModelSize ms;
@@ -113,6 +115,8 @@ struct Scorer {
   std::string name;               // static, hawq, gamma, gamma-fit, gamma-cal, gamma-blend
   std::vector<std::string> args;  // gamma solve's score arguments
 };
+// The scorers the architecture allows (Env::scorers); a skipped one is said in one line.
+void choose_scorers(Env& e, const std::string& arch);
 int learn_steps(const Env& e);
 double learn_estimate(const Env& e);
 double layers_estimate(const Env& e);

@@ -186,6 +186,7 @@ Status run_pipeline(const RunOptions& o) {
   GAMMA_RETURN_IF_ERROR(set_up(e));
   PoolOptions po;
   GAMMA_ASSIGN_OR_RETURN(Manifest preview, open_model(e, &po));
+  choose_scorers(e, preview.arch);
   GAMMA_ASSIGN_OR_RETURN(Range range, feasible_range(preview));
   if (!size_error.is_ok())
     return Status::errorf("{}; the feasible range is {} to {}", size_error.message(), format_size(range.min),

@@ -5,12 +5,25 @@
 
 #include <fmt/format.h>
 
+#include "decoder/hparams.h"
 #include "run/pipeline.h"
 #include "run/proc.h"
 
 namespace fs = std::filesystem;
 
 namespace gm::run {
+
+void choose_scorers(Env& e, const std::string& arch) {
+  e.scorers.clear();
+  std::string skipped;
+  const bool decoder = check_decoder_architecture(arch).is_ok();
+  for (const auto& s : e.o.scorers) {
+    if (!decoder && (s == "hawq" || s == "gamma")) skipped += (skipped.empty() ? "" : ", ") + s;
+    else e.scorers.push_back(s);
+  }
+  if (!skipped.empty())
+    std::printf("== scorers: %s skipped: %s\n", skipped.c_str(), check_decoder_architecture(arch).message().c_str());
+}
 
 // gamma learn's steps (RunOptions::steps, 0: every layer visited once) and their estimated
 // time: a step runs layers_per_step layers, every 2nd also measures each candidate (~K times
@@ -32,7 +45,7 @@ double layers_estimate(const Env& e) {
 Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
   std::vector<Scorer> out;
   std::string hawq_file, gamma_file;  // for the blend of the two
-  for (const auto& s : e.o.scorers) {
+  for (const auto& s : e.scorers) {
     if (s == "static") {
       out.push_back({s, {"--score-from-manifest"}});
     } else if (s == "hawq") {
