@@ -2,7 +2,7 @@
 // scripts/test.sh) through every stage that goes by gguf.h and libllama — inspect, teacher,
 // pool, plan, emit, eval — judged by llama.cpp loading and scoring the emitted file; and the
 // stages that need gamma's LibTorch decoder refuse it in one line, while `gamma run` says which
-// scorers it skips. Skips when the model is not cached.
+// scorers it skips and measures with gamma layers instead. Skips when the model is not cached.
 #include <filesystem>
 
 #include "testing.h"
@@ -61,6 +61,10 @@ TEST(Gemma3, EveryLibllamaStageRunsAndTheDecoderStagesSayTheyCannot) {
   // gamma run keeps the scorers the architecture allows and says which it skipped.
   r = gamma("run " + model + " --dry-run --size 200MB -w " + d / "w");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("== scorers: hawq, gamma skipped: gamma's LibTorch decoder"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("== scorers: hawq, gamma skipped (gamma's LibTorch decoder"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("static-cal (the static proxy rescaled by gamma layers) tried instead"), std::string::npos)
+      << r.output;
   EXPECT_EQ(r.output.find("hawq (HAWQ-V2 traces)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("layers (19 files, KLD each)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("6 variants: solve + emit"), std::string::npos) << r.output;  // static, static-cal x 3 heads
 }

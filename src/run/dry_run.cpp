@@ -59,9 +59,9 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
                           hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens), 0);
     if (s == "gamma" && o.scores.empty())
       line(fmt::format("learn ({} steps)", learn_steps(e)), false, learn_estimate(e), 0);
-    if (s == "gamma")
-      line(fmt::format("layers ({} files, KLD each)", e.ms.n_layer + 1), file_exists(e.W + "/layers.json"), layers_estimate(e), 0);
   }
+  if (std::count(e.scorers.begin(), e.scorers.end(), "gamma") + std::count(e.scorers.begin(), e.scorers.end(), "static-cal"))
+    line(fmt::format("layers ({} files, KLD each)", e.ms.n_layer + 1), file_exists(e.W + "/layers.json"), layers_estimate(e), 0);
   // + gamma-fit and gamma-cal, and gamma-blend with hawq
   const bool has_gamma = std::count(e.scorers.begin(), e.scorers.end(), "gamma") > 0;
   const bool has_hawq = std::count(e.scorers.begin(), e.scorers.end(), "hawq") > 0;

@@ -33,9 +33,9 @@ Status check_options(const RunOptions& o) {
   if (o.compare != "auto" && o.compare != "none" && !is_standard_mix(o.compare))
     return Status::errorf("--compare {}: not a llama.cpp standard mix (IQ1_S, ..., IQ4_NL, Q2_K, ..., Q8_0)", o.compare);
   for (const auto& s : o.scorers)
-    if (s != "static" && s != "hawq" && s != "gamma")
-      return Status::errorf("--scorers: unknown scorer {} (static, hawq or gamma)", s);
-  if (o.scorers.empty()) return Status::error("--scorers: give at least one of static, hawq, gamma");
+    if (s != "static" && s != "hawq" && s != "gamma" && s != "static-cal")
+      return Status::errorf("--scorers: unknown scorer {} (static, hawq, gamma or static-cal)", s);
+  if (o.scorers.empty()) return Status::error("--scorers: give at least one of static, hawq, gamma, static-cal");
   return Status::ok();
 }
 

@@ -17,12 +17,20 @@ void choose_scorers(Env& e, const std::string& arch) {
   e.scorers.clear();
   std::string skipped;
   const bool decoder = check_decoder_architecture(arch).is_ok();
+  bool measured = false;  // a scorer that measures, besides the static proxy
   for (const auto& s : e.o.scorers) {
-    if (!decoder && (s == "hawq" || s == "gamma")) skipped += (skipped.empty() ? "" : ", ") + s;
-    else e.scorers.push_back(s);
+    if (!decoder && (s == "hawq" || s == "gamma")) {
+      skipped += (skipped.empty() ? "" : ", ") + s;
+    } else {
+      e.scorers.push_back(s);
+      measured |= s != "static";
+    }
   }
-  if (!skipped.empty())
-    std::printf("== scorers: %s skipped: %s\n", skipped.c_str(), check_decoder_architecture(arch).message().c_str());
+  if (skipped.empty()) return;
+  // Without Stage I, the layer measurement still rescales the static proxy.
+  if (!measured) e.scorers.push_back("static-cal");
+  std::printf("== scorers: %s skipped (%s)%s\n", skipped.c_str(), check_decoder_architecture(arch).message().c_str(),
+              measured ? "" : "; static-cal (the static proxy rescaled by gamma layers) tried instead");
 }
 
 // gamma learn's steps (RunOptions::steps, 0: every layer visited once) and their estimated
@@ -41,6 +49,24 @@ double layers_estimate(const Env& e) {
   const double tok = double(kLayerChunks) * e.o.eval_ctx;
   return (e.ms.n_layer + 1) * (emit_seconds(e.ms) + eval_seconds(e.ms, tok, true)) + teacher_seconds(e.ms, tok);
 }
+
+namespace {
+
+// gamma layers' measurement (LAYERS.json), made once.
+Result<std::string> measure_layers(Env& e) {
+  const std::string lf = e.W + "/layers.json";
+  if (file_exists(lf)) return lf;
+  std::vector<std::string> cmd = {e.G, "layers", e.pool, "--teacher", e.teacher, "--calib", e.calib, "-c",
+                                  std::to_string(e.o.eval_ctx), "--chunks", std::to_string(kLayerChunks),
+                                  "--kld-base", fmt::format("{}/teacher-calib-{}-c{}-n{}.kld", e.W, fs::path(e.calib).stem().string(),
+                                                            e.o.eval_ctx, kLayerChunks),
+                                  "-t", e.T, "-o", lf};
+  for (const auto& x : e.q()) cmd.push_back(x);
+  GAMMA_RETURN_IF_ERROR(e.stage("layers -> " + lf, layers_estimate(e), [&] { return run_step("layers", cmd); }));
+  return lf;
+}
+
+}  // namespace
 
 Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
   std::vector<Scorer> out;
@@ -86,17 +112,13 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
       // And rescaled layer by layer to each layer's measured KLD (gamma layers): on Qwen the
       // layer MSE misjudges the scale between layers, and so rescaled the deltas won every
       // size from IQ2_M to 3.25 bpw on validation and test (results/iq_qwen/goal_table.md).
-      const std::string lf = e.W + "/layers.json";
-      if (!file_exists(lf)) {
-        std::vector<std::string> cmd = {e.G, "layers", e.pool, "--teacher", e.teacher, "--calib", e.calib, "-c",
-                                        std::to_string(e.o.eval_ctx), "--chunks", std::to_string(kLayerChunks),
-                                        "--kld-base", fmt::format("{}/teacher-calib-{}-c{}-n{}.kld", e.W, fs::path(e.calib).stem().string(),
-                                                                  e.o.eval_ctx, kLayerChunks),
-                                        "-t", e.T, "-o", lf};
-        for (const auto& x : e.q()) cmd.push_back(x);
-        GAMMA_RETURN_IF_ERROR(e.stage("layers -> " + lf, layers_estimate(e), [&] { return run_step("layers", cmd); }));
-      }
+      GAMMA_ASSIGN_OR_RETURN(std::string lf, measure_layers(e));
       out.push_back({s + "-cal", {"--scores", f, "--transform", "delta", "--layer-scale", lf}});
+    } else if (s == "static-cal") {
+      // The static proxy rescaled layer by layer to the measured KLD: the measuring allocator
+      // of the architectures without a LibTorch decoder (gamma layers runs through libllama).
+      GAMMA_ASSIGN_OR_RETURN(std::string lf, measure_layers(e));
+      out.push_back({s, {"--score-from-manifest", "--layer-scale", lf}});
     }
   }
   // Stage I's fitted deltas blended with HAWQ-V2's predictions (gamma solve --blend, the
