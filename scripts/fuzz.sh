@@ -10,14 +10,16 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 llama_dir=$(bash "$root/scripts/setup.sh" | tail -n 1)
 B=$root/build-fuzz
 RUNS=${RUNS:-1000000}; SECONDS_MAX=${SECONDS_MAX:-1800}
-TARGETS=${TARGETS:-"fuzz_gguf fuzz_imatrix fuzz_manifest fuzz_plan fuzz_scores fuzz_eval fuzz_checkpoint"}
+TARGETS=${TARGETS:-"fuzz_gguf fuzz_gguf_header fuzz_imatrix fuzz_manifest fuzz_plan fuzz_scores fuzz_eval fuzz_checkpoint"}
 OUT=${OUT:-$root/results/fuzz.json}
 SEEDS=${SEEDS:-$root/build/fuzz-seeds}  # real files: scripts/fuzz_seeds.sh writes them
 flags="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=all -fno-omit-frame-pointer"
 CC=clang CXX=clang++ cmake -S "$root" -B "$B" -DCMAKE_BUILD_TYPE=Release -DGAMMA_FUZZ=ON -DGAMMA_LLAMA_DIR="$llama_dir" \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" -DGAMMA_SKIP_STAGES="decoder;learn;report;run" >/dev/null
-cmake --build "$B" -j "${JOBS:-$(nproc)}" --target $TARGETS
+cmake --build "$B" -j "${JOBS:-$(nproc)}" --target $TARGETS gguf_seeds
 mkdir -p "$B/crashes"
+# fuzz_gguf_header's seeds: small GGUFs of the layouts beyond llama (fuzz/gguf_seeds.cpp).
+mkdir -p "$SEEDS/fuzz_gguf_header" && "$B/fuzz/gguf_seeds" "$SEEDS/fuzz_gguf_header"
 results=()
 for t in $TARGETS; do
   corpus=$B/corpus/$t; mkdir -p "$corpus"
