@@ -15,7 +15,7 @@ OUT=${OUT:-$root/results/fuzz.json}
 SEEDS=${SEEDS:-$root/build/fuzz-seeds}  # real files: scripts/fuzz_seeds.sh writes them
 flags="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=all -fno-omit-frame-pointer"
 CC=clang CXX=clang++ cmake -S "$root" -B "$B" -DCMAKE_BUILD_TYPE=Release -DGAMMA_FUZZ=ON -DGAMMA_LLAMA_DIR="$llama_dir" \
-  -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" -DGAMMA_SKIP_STAGES="decoder;learn;report;run" >/dev/null
+  -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" -DGAMMA_SKIP_STAGES="decoder;learn;hawq;report;run" >/dev/null
 cmake --build "$B" -j "${JOBS:-$(nproc)}" --target $TARGETS gguf_seeds
 mkdir -p "$B/crashes"
 # fuzz_gguf_header's seeds: small GGUFs of the layouts beyond llama (fuzz/gguf_seeds.cpp).
