@@ -139,6 +139,10 @@ TEST_F(Fixture, LibTorchExceptionInGammaLearnIsOneLine) {
 TEST_F(Fixture, FuzzerFoundInputsAreRefusedInOneLine) {
   const std::string data = GAMMA_TEST_DATA "/fuzz/";
   EXPECT_NE(fails("inspect " + data + "gguf-kv-type-out-of-range.gguf").find("invalid GGUF type"), std::string::npos);
+  // A header that ends where a key's type would be: gguf.cpp then compared the type it failed
+  // to read, its enum holding -1 (fuzz_gguf_header; results/fuzz_gguf_header.md).
+  EXPECT_NE(fails("inspect " + data + "gguf-header-ends-inside-a-key-type.gguf").find("the header ends inside key"),
+            std::string::npos);
   const std::string imx = fails("pool " + stories260k() + " --types Q8_0 --imatrix " + data +
                                 "imatrix-tensor-type-out-of-range.gguf -o " + (d / "p2"));
   EXPECT_NE(imx.find("not a readable imatrix file"), std::string::npos) << imx;

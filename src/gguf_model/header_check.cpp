@@ -68,7 +68,10 @@ Status check_gguf_enums(const std::string& path) {
   for (int64_t i = 0; i < n_kv; ++i) {
     std::string key;
     uint32_t type = 0;
-    if (!r.string(&key) || !r.get(type)) return Status::ok();
+    if (!r.string(&key)) return Status::ok();
+    // gguf.cpp compares the type it failed to read (its enum holding -1): refused here instead
+    // (found by fuzz/fuzz_gguf_header; results/fuzz_gguf_header.md).
+    if (!r.get(type)) return bad(path, fmt::format("the header ends inside key '{}' (truncated)", key));
     if (type >= GGUF_TYPE_COUNT) return bad(path, fmt::format("key '{}' has invalid GGUF type {}", key, type));
     uint64_t n = 1;
     if (type == GGUF_TYPE_ARRAY) {
@@ -91,7 +94,7 @@ Status check_gguf_enums(const std::string& path) {
     if (!r.string(&name) || !r.get(n_dims) || n_dims > GGML_MAX_DIMS) return Status::ok();
     for (uint32_t d = 0; d < n_dims; ++d)
       if (!r.get(ne[d])) return Status::ok();
-    if (!r.get(type)) return Status::ok();
+    if (!r.get(type)) return bad(path, fmt::format("the header ends inside tensor '{}' (truncated)", name));
     if (type >= GGML_TYPE_COUNT) return bad(path, fmt::format("tensor '{}' has invalid ggml type {}", name, type));
     if (!r.skip(8)) return Status::ok();  // the offset
     // No tensor is larger than the file holding it. llama.cpp's imatrix loader allocates every
