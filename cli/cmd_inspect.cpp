@@ -6,6 +6,7 @@
 #include "cli/command.h"
 #include "gguf_model/inspect.h"
 #include "gguf_model/model.h"
+#include "pool/pool.h"
 #include "pool/type_table.h"
 #include "util/json.h"
 
@@ -13,7 +14,14 @@ namespace gm::cli {
 namespace {
 
 void add_inspect(CLI::App& app) {
-  struct Opts { std::string path; bool json = false; double share = 0.9; };
+  struct Opts {
+    std::string path, imatrix;
+    std::vector<std::string> types = {"auto"};
+    bool json = false, errors = false;
+    double share = 0.9;
+    int64_t rows = 64;
+    int threads = 0;
+  };
   auto o = std::make_shared<Opts>();
   auto* c = app.add_subcommand(
       "inspect", "a GGUF: architecture, linear modules (shape, type, bytes, candidate types), totals; a pool directory: its per-type table");
@@ -21,8 +29,37 @@ void add_inspect(CLI::App& app) {
   c->add_flag("--json", o->json, "machine-readable output");
   c->add_option("--share", o->share, "pool table: share of the modules on which a dominating type must win")
       ->check(CLI::Range(0.5, 1.0))->capture_default_str();
+  c->add_flag("--errors", o->errors,
+              "a GGUF: the per-type table a pool would give, each candidate's error estimated from --rows rows of "
+              "each module (seconds, no files)");
+  c->add_option("--imatrix", o->imatrix, "--errors: importance matrix weighting the errors (as gamma pool)");
+  c->add_option("--types", o->types, "--errors: candidate types, comma-separated (as gamma pool)")
+      ->delimiter(',')->capture_default_str();
+  c->add_option("--rows", o->rows, "--errors: rows sampled per module")->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+      ->capture_default_str();
+  c->add_option("-t,--threads", o->threads, "--errors: threads (default: all cores)");
   c->callback([o] {
     std::error_code ec;
+    if (o->errors) {
+      if (std::filesystem::is_directory(o->path, ec)) fail_if(Status::error("--errors reads a GGUF, not a pool directory"));
+      PoolOptions po;
+      po.model_path = o->path;
+      po.imatrix_path = o->imatrix;
+      po.estimate_rows = o->rows;
+      po.n_threads = o->threads;
+      for (const auto& t : o->types)
+        if (!t.empty()) po.types.push_back(t);
+      TypeTable t = type_table(value_or_fail(build_pool(po)), o->share);
+      if (o->json) {
+        json j = t.to_json();
+        j["sampled_rows"] = o->rows;
+        std::printf("%s\n", j.dump(1).c_str());
+      } else {
+        std::printf("Estimated from %lld rows of each module (gamma inspect --errors).\n%s", (long long)o->rows,
+                    t.markdown().c_str());
+      }
+      return;
+    }
     if (std::filesystem::is_directory(o->path, ec)) {
       const TypeTable t = type_table(value_or_fail(Manifest::load(o->path)), o->share);
       std::printf("%s", o->json ? (t.to_json().dump(1) + "\n").c_str() : t.markdown().c_str());

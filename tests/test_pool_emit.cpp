@@ -115,6 +115,38 @@ TEST(Pool, PreviewPredictsTheRealPoolsBytes) {
   }
 }
 
+// The sampled-row estimate (gamma inspect --errors): with every row it is the pool's own
+// error, exactly (ggml quantizes rows independently); with a few rows each type's error is
+// near the pool's, on the same rows for every type, and nothing is written.
+TEST(Pool, EstimateFromRowsIsThePoolsErrorWithEveryRowAndNearItWithFew) {
+  TempDir d;
+  const std::string types = "Q4_0,Q5_1,Q8_0";
+  Manifest real = make_pool(d, types);
+  for (int64_t rows : {int64_t(1) << 30, int64_t(24)}) {
+    PoolOptions po;
+    po.model_path = stories260k();
+    po.types = {"Q4_0", "Q5_1", "Q8_0"};
+    po.estimate_rows = rows;
+    po.out_dir = d / "not-written";
+    auto est = build_pool(po);
+    ASSERT_TRUE(est.is_ok()) << est.status().message();
+    EXPECT_FALSE(fs::exists(d / "not-written"));
+    ASSERT_EQ(est->modules.size(), real.modules.size());
+    double sum_est = 0, sum_real = 0;
+    for (size_t i = 0; i < real.modules.size(); ++i) {
+      ASSERT_EQ(est->modules[i].candidates.size(), real.modules[i].candidates.size());
+      for (size_t k = 0; k < real.modules[i].candidates.size(); ++k) {
+        const auto& a = est->modules[i].candidates[k];
+        const auto& b = real.modules[i].candidates[k];
+        EXPECT_EQ(a.bytes, b.bytes);
+        if (rows > 1000) EXPECT_EQ(a.rel_err, b.rel_err) << real.modules[i].name << " " << a.id;
+        sum_est += a.rel_err, sum_real += b.rel_err;
+      }
+    }
+    EXPECT_NEAR(sum_est / sum_real, 1.0, rows > 1000 ? 1e-12 : 0.15) << rows << " rows";
+  }
+}
+
 // `auto` on SmolLM2: IQ4_NL for the 576-wide rows only; its 1536-wide ffn_down rows take the
 // 256-wide types instead (IQ4_XS: the same error in fewer bytes, results/iq_qwen/types.md).
 TEST(Pool, AutoGivesIq4NlOnlyToRowsNo256WideTypeFits) {

@@ -52,9 +52,12 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
                            " --hawq-samples 1 --max-mixes 2";  // every scorer: the default
   auto r = gamma("run " + args);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* step : {"== dequantize", "== llama-imatrix", "== pool", "== hawq", "== learn", "== layers", "== solve + emit",
+  for (const char* step : {"== llama-imatrix", "== pool", "== hawq", "== learn", "== layers", "== solve + emit",
                            "== llama-quantize", "== eval", "verdict: "})
     EXPECT_NE(r.output.find(step), std::string::npos) << step << "\n" << r.output;
+  // stories260K is F32: its own teacher, not copied.
+  EXPECT_EQ(r.output.find("== dequantize"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(d / "w/teacher-f32.gguf"));
   auto j = read_json(d / "w/run.json", "gamma.run", 2);
   ASSERT_TRUE(j.is_ok()) << j.status().message();
   // No --calib: one text of prose then code (the first 40,000 bytes of war-and-peace.txt, then
@@ -118,9 +121,8 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
 // wins, and run says so, with the command, and exits 0.
 TEST(RunPipeline, VerdictNamesTheMixThatBeatsGamma) {
   TempDir d;
-  const std::string teacher = d / "w/teacher-f32.gguf";
-  fs::create_directories(d / "w");
-  ASSERT_EQ(gamma("dequantize " + stories260k() + " --type f32 -o " + teacher).exit_code, 0);
+  // stories260K is F32: it is its own teacher (no copy in the work directory).
+  const std::string teacher = stories260k();
   auto q8 = run::predict_mix(llama_tool("llama-quantize"), teacher, "", "Q8_0", run::gguf_header_bytes(teacher).value());
   ASSERT_TRUE(q8.is_ok()) << q8.status().message();
   auto r = gamma("run " + stories260k() + " -w " + d / "w" + " --size " + std::to_string(q8->file_bytes + 16384) +
@@ -128,6 +130,7 @@ TEST(RunPipeline, VerdictNamesTheMixThatBeatsGamma) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("verdict: llama.cpp's Q8_0 fits the budget and beats gamma's file"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("llama-quantize " + teacher + " OUT.gguf Q8_0"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(d / "w/teacher-f32.gguf"));
   auto j = read_json(d / "w/run.json", "gamma.run", 2);
   ASSERT_TRUE(j.is_ok()) << j.status().message();
   EXPECT_EQ((*j)["verdict"]["winner"], "llama.cpp");
@@ -200,7 +203,7 @@ TEST(RunPipeline, DryRunPrintsThePlanOfWorkAndWritesNothing) {
   TempDir d;
   auto r = gamma("run " + stories260k() + " --dry-run --size 1MB -w " + d / "w");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* s : {"gamma run --dry-run: ", "files gamma can make from the pool", "target: --size 1MB", "dequantize",
+  for (const char* s : {"gamma run --dry-run: ", "files gamma can make from the pool", "target: --size 1MB", "teacher: the model itself",
                         "pool Q8_0", "hawq", "layers (6 files", "total (estimate"})
     EXPECT_NE(r.output.find(s), std::string::npos) << s << "\n" << r.output;
   EXPECT_FALSE(fs::exists(d / "w"));

@@ -232,6 +232,27 @@ Result<std::vector<float>> Model::read_f32(const TensorInfo& t) const {
   return out;
 }
 
+Result<std::vector<float>> Model::read_rows_f32(const TensorInfo& t, const std::vector<int64_t>& rows) const {
+  const int64_t w = t.row_width();
+  const uint64_t row_bytes = ggml_row_size(t.type, w);
+  const auto* tr = ggml_get_type_traits(t.type);
+  if (t.type != GGML_TYPE_F32 && !tr->to_float)
+    return Status::errorf("tensor {}: type {} cannot be dequantized", t.name, type_name(t.type));
+  std::vector<uint8_t> raw(row_bytes);
+  std::vector<float> out(rows.size() * size_t(w));
+  for (size_t k = 0; k < rows.size(); ++k) {
+    if (rows[k] < 0 || rows[k] >= t.n_rows())
+      return Status::errorf("tensor {}: row {} of {}", t.name, rows[k], t.n_rows());
+    TensorInfo row = t;
+    row.offset = t.offset + uint64_t(rows[k]) * row_bytes;
+    row.nbytes = row_bytes;
+    GAMMA_RETURN_IF_ERROR(read_raw(row, raw.data()));
+    if (t.type == GGML_TYPE_F32) std::memcpy(out.data() + k * size_t(w), raw.data(), row_bytes);
+    else tr->to_float(raw.data(), out.data() + k * size_t(w), w);
+  }
+  return out;
+}
+
 }  // namespace gm
 
 namespace gm {

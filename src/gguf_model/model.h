@@ -59,6 +59,8 @@ class Model {
   // Raw tensor bytes as stored, and the tensor dequantized to F32 via ggml's type traits.
   Status read_raw(const TensorInfo& t, void* dst) const;
   Result<std::vector<float>> read_f32(const TensorInfo& t) const;
+  // Some rows of a tensor (any order, each < n_rows), dequantized to F32: [rows.size() x width].
+  Result<std::vector<float>> read_rows_f32(const TensorInfo& t, const std::vector<int64_t>& rows) const;
   // Refuses, in one line, a tensor whose stored and F32 forms together exceed this machine's
   // memory (a hostile or truncated-then-extended GGUF claiming a huge shape) before anything
   // that size is allocated. read_f32 checks it itself; raw readers call it first.

@@ -32,6 +32,10 @@ struct PoolOptions {
   bool quiet = false;                // no progress bar
   bool preview = false;              // the manifest's sizes only (ggml row sizes, rel_err 0, no
                                      // files, imports ignored): what a pool would hold, instantly
+  // > 0: like preview, with each candidate's rel_err estimated from this many rows of each
+  // module, evenly spaced (quantized as the pool would: ggml quantizes rows independently, so
+  // the sampled rows' bytes are the full pool's). A few percent of the pool's time; no files.
+  int64_t estimate_rows = 0;
 };
 
 Result<Manifest> build_pool(const PoolOptions& opt);

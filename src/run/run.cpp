@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "fetch/fetch.h"
+#include "gguf_model/model.h"
 #include "pool/pool.h"
 #include "run/mixes.h"
 #include "run/pipeline.h"
@@ -86,12 +87,23 @@ Status set_up(Env& e) {
   return Status::ok();
 }
 
+// True when every tensor of 2+ dims is F32.
+Result<bool> is_f32_model(const std::string& path) {
+  GAMMA_ASSIGN_OR_RETURN(auto m, Model::open(path));
+  for (const auto& t : m->tensors())
+    if (t.shape.size() >= 2 && t.type != GGML_TYPE_F32) return false;
+  return true;
+}
+
 // The model, and what a pool of it would hold (sizes only: checks the target at once).
 Result<Manifest> open_model(Env& e, PoolOptions* po) {
   const RunOptions& o = e.o;
   GAMMA_ASSIGN_OR_RETURN(e.model, resolve_model(o.model, [&] { std::printf("== fetch %s\n", o.model.c_str()); }));
   GAMMA_ASSIGN_OR_RETURN(e.ms, model_size(e.model, std::stoi(e.T)));
-  e.teacher = e.W + "/teacher-f32.gguf";
+  // A model already in F32 (e.g. `gamma dequantize --dither`'s de-gridded teacher) is its own
+  // teacher: a copy would cost its size in disk and time and change nothing.
+  GAMMA_ASSIGN_OR_RETURN(bool f32, is_f32_model(e.model));
+  e.teacher = f32 ? e.model : e.W + "/teacher-f32.gguf";
   e.pool = e.W + "/pool";
   if (o.imatrix == "auto") e.imatrix = e.W + "/imatrix.gguf";
   else if (o.imatrix != "none") e.imatrix = o.imatrix;
