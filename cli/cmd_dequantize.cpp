@@ -18,6 +18,8 @@ void add_dequantize(CLI::App& app) {
   auto* dither = c->add_option("--dither", o->seed,
                                "de-grid with this seed: each weight drawn inside its quantization bin, so no GGUF "
                                "type holds the teacher exactly (a stand-in for the full-precision model)");
+  c->add_option("--dither-width", o->d.dither_width, "share of each bin the dither draws from, centred (0, 1]")
+      ->capture_default_str();
   c->callback([o, dither] {
     if (dither->count()) o->d.dither_seed = o->seed;
     auto r = dequantize_model(o->in, o->out, o->d);

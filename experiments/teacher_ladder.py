@@ -10,7 +10,7 @@ import kept  # noqa: E402
 from table_out import dir_and_out, emit_table  # noqa: E402
 
 d, out = dir_and_out()
-names = sorted({os.path.basename(p).split(".")[0] for p in kept.glob(os.path.join(d, "evals", "*.wiki.json"))})
+names = sorted({os.path.basename(p)[: -len(".wiki.json")] for p in kept.glob(os.path.join(d, "evals", "*.wiki.json"))})
 
 
 def ev(name, t):

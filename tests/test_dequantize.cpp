@@ -97,6 +97,10 @@ TEST(Dither, InsideTheBinsReproducibleAndReturns) {
       moved += w[i] != q.v[i];
     }
     EXPECT_GT(moved, kN * 8 / 10) << "most weights leave the grid";
+    // A narrower draw: the same weights moved by the width's share (the same draws).
+    std::vector<float> half = q.v;
+    ASSERT_TRUE(dither_weights(t, q.raw.data(), half.data(), kN, 7, "blk.0.ffn_up.weight", 0.5).is_ok());
+    for (int64_t i = 0; i < kN; ++i) EXPECT_NEAR(half[i] - q.v[i], 0.5 * (w[i] - q.v[i]), 1e-6 * std::fabs(q.v[i]) + 1e-9);
     // Quantized again (no imatrix): the source's codes.
     Quantized back;
     back.raw = quantize_rows(t, w.data(), kRows, kWidth, nullptr, 2);
@@ -192,5 +196,9 @@ TEST(Dither, LlamaQuantizeGivesBackTheSource) {
   r = gamma("dequantize --dither 1 " + iq + " -o " + out);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("no uniform grid"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  r = gamma("dequantize --dither 1 --dither-width 1.5 " + d / "Q4_0.gguf" + " -o " + out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--dither-width must be in (0, 1]"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(out));
 }

@@ -46,7 +46,7 @@ Result<uint64_t> codes_returned(ggml_type type, const uint8_t* raw, const float*
 }  // namespace
 
 Status dither_weights(ggml_type type, const uint8_t* raw, float* v, int64_t n, uint64_t seed,
-                      const std::string& name) {
+                      const std::string& name, double width) {
   if (!has_uniform_grid(type))
     return Status::errorf("--dither: {} is {}, which has no uniform grid (it supports Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 "
                           "and Q2_K to Q6_K)", name, ggml_type_name(type));
@@ -77,7 +77,7 @@ Status dither_weights(ggml_type type, const uint8_t* raw, float* v, int64_t n, u
       if (i == a || i == b) continue;
       const double u01 = double(splitmix64(base + uint64_t(i)) >> 11) * 0x1.0p-53;  // [0, 1)
       const double u = code[i] <= r.code_min ? 0.5 * u01 : code[i] >= r.code_max ? -0.5 * u01 : u01 - 0.5;
-      v[i] = float(double(v[i]) + u * step[i]);
+      v[i] = float(double(v[i]) + width * u * step[i]);
     }
   }
   return Status::ok();
@@ -86,6 +86,8 @@ Status dither_weights(ggml_type type, const uint8_t* raw, float* v, int64_t n, u
 Result<DequantizeReport> dequantize_model(const std::string& in, const std::string& out, const DequantizeOptions& o) {
   GAMMA_ASSIGN_OR_RETURN(ggml_type t, parse_type(o.type));
   if (t != GGML_TYPE_F32 && t != GGML_TYPE_F16) return Status::errorf("--type must be f32 or f16, not {}", o.type);
+  if (!(o.dither_width > 0 && o.dither_width <= 1))
+    return Status::errorf("--dither-width must be in (0, 1], not {}", o.dither_width);
   GAMMA_ASSIGN_OR_RETURN(auto model, Model::open(in));
   auto type_of = [&](const TensorInfo& x) { return x.shape.size() >= 2 ? t : x.type; };
   const auto& ts = model->tensors();
@@ -99,6 +101,7 @@ Result<DequantizeReport> dequantize_model(const std::string& in, const std::stri
   if (o.dither_seed) {
     // What the teacher is, in the file itself: a run or a report on it names its origin.
     gguf_set_val_u64(w->gguf(), "gamma.teacher.dither_seed", *o.dither_seed);
+    if (o.dither_width != 1.0) gguf_set_val_f32(w->gguf(), "gamma.teacher.dither_width", float(o.dither_width));
     gguf_set_val_str(w->gguf(), "gamma.teacher.source_fingerprint", model->fingerprint().c_str());
   }
   DequantizeReport rep;
@@ -115,7 +118,8 @@ Result<DequantizeReport> dequantize_model(const std::string& in, const std::stri
       std::vector<uint8_t> raw(x.nbytes);
       GAMMA_RETURN_IF_ERROR(model->read_raw(x, raw.data()));
       GAMMA_ASSIGN_OR_RETURN(uint64_t grid_same, codes_returned(x.type, raw.data(), f.data(), x.n_rows(), x.row_width()));
-      GAMMA_RETURN_IF_ERROR(dither_weights(x.type, raw.data(), f.data(), x.n_elements(), *o.dither_seed, x.name));
+      GAMMA_RETURN_IF_ERROR(dither_weights(x.type, raw.data(), f.data(), x.n_elements(), *o.dither_seed, x.name,
+                                           o.dither_width));
       GAMMA_ASSIGN_OR_RETURN(uint64_t same, codes_returned(x.type, raw.data(), f.data(), x.n_rows(), x.row_width()));
       auto& c = rep.by_type[type_name(x.type)];
       c.dithered += uint64_t(x.n_elements());

@@ -21,6 +21,10 @@ struct DequantizeOptions {
   // lowest and one at its highest code, as a model quantized to this file had them. Reproducible: the draw of
   // a weight depends on the seed, its tensor's name and its index only.
   std::optional<uint64_t> dither_seed;
+  // The share of each bin drawn from (centred on the source's value; 1: the whole bin). The
+  // whole bin adds noise as large as the quantization's own, so that teacher is a noisier
+  // model than the source (docs/design.md "The de-gridded teacher" has the measurements).
+  double dither_width = 1.0;
 };
 
 struct DequantizeReport {
@@ -38,6 +42,7 @@ Result<DequantizeReport> dequantize_model(const std::string& in, const std::stri
 
 // The de-gridded weights of one quantized tensor (`raw` its bytes, `v` ggml's dequantization
 // of them); fails on a type without a uniform grid or a weight off its grid.
-Status dither_weights(ggml_type type, const uint8_t* raw, float* v, int64_t n, uint64_t seed, const std::string& name);
+Status dither_weights(ggml_type type, const uint8_t* raw, float* v, int64_t n, uint64_t seed, const std::string& name,
+                      double width = 1.0);
 
 }  // namespace gm
