@@ -9,7 +9,9 @@
 #include <cstring>
 
 #include "gguf.h"
-#include "llama-arch.h"  // llama.cpp's own list of architectures (its src/, not the public API)
+#include "llama-arch.h"     // llama.cpp's own list of architectures (its src/, not the public API)
+#include "llama-ext.h"      // llama.cpp's rule for which tensors llama-quantize quantizes
+#include "llama-hparams.h"  // LLAMA_MAX_LAYERS
 #include "llama/log.h"
 #include "util/files.h"
 
@@ -92,6 +94,33 @@ static int64_t get_int(gguf_context* ctx, const std::string& key) {
     case GGUF_TYPE_INT64: return gguf_get_val_i64(ctx, id);
     default: return -1;
   }
+}
+
+// Which tensors llama-quantize quantizes, by llama.cpp's own rule (llama-ext.h) on a mock model
+// made from the architecture alone: no weights are loaded.
+static Result<std::vector<bool>> llama_quantizable(const std::string& arch, int n_layer,
+                                                   const std::vector<TensorInfo>& ts) {
+  llama_quant_model_desc desc{};
+  desc.architecture = arch.c_str();
+  desc.n_layer = uint32_t(n_layer);
+  llama_model* mock = llama_quant_model_from_metadata(&desc);
+  if (!mock) return Status::errorf("llama.cpp cannot describe architecture {}", arch);
+  const llama_model_quantize_params params = llama_model_quantize_default_params();
+  quantize_state_impl* qs = llama_quant_init(mock, &params);
+  ggml_init_params ip{ggml_tensor_overhead() * (ts.size() + 1), nullptr, /*no_alloc=*/true};
+  ggml_context* gc = ggml_init(ip);
+  std::vector<bool> out(ts.size(), false);
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const auto& t = ts[i];
+    if (t.shape.empty() || t.shape.size() > GGML_MAX_DIMS || t.name.size() >= GGML_MAX_NAME) continue;
+    ggml_tensor* x = ggml_new_tensor(gc, t.type, int(t.shape.size()), t.shape.data());
+    ggml_set_name(x, t.name.c_str());
+    out[i] = llama_quant_tensor_allows_quantization(qs, x);
+  }
+  ggml_free(gc);
+  llama_quant_free(qs);
+  llama_model_free(mock);
+  return out;
 }
 
 // Opens `path` as a GGUF: checks the magic, parses the header through gguf.h, and lists the
@@ -181,16 +210,22 @@ Result<std::unique_ptr<Model>> Model::open(const std::string& path) {
                           m->arch_.empty() ? "<none>" : m->arch_);
   m->n_layer_ = int(get_int(ctx, m->arch_ + ".block_count"));
   if (m->n_layer_ <= 0) return Status::errorf("{}: missing {}.block_count", path, m->arch_);
+  if (m->n_layer_ > LLAMA_MAX_LAYERS)
+    return Status::errorf("{}: {} layers, more than llama.cpp's {}", path, m->n_layer_, LLAMA_MAX_LAYERS);
 
-  // Linear modules: blk.N.<kind>.weight for the seven kinds, 2-D.
+  // Linear modules: every blk.N.<kind>.weight tensor llama-quantize would quantize (2-D, or
+  // 3-D: a MoE layer's experts, one type for all of them as GGUF stores them), by llama.cpp's
+  // own rule for this architecture; what it leaves alone (norms, routers, ...) is left alone.
+  GAMMA_ASSIGN_OR_RETURN(m->quantizable_, llama_quantizable(m->arch_, m->n_layer_, m->tensors_));
+  const std::vector<bool>& quantizable = m->quantizable_;
   for (size_t i = 0; i < m->tensors_.size(); ++i) {
     const auto& t = m->tensors_[i];
     int layer = -1;
     char kind[64] = {0};
-    if (std::sscanf(t.name.c_str(), "blk.%d.%63[^.].weight", &layer, kind) != 2) continue;
+    if (!quantizable[i] || std::sscanf(t.name.c_str(), "blk.%d.%63[^.].weight", &layer, kind) != 2) continue;
     if (t.name != "blk." + std::to_string(layer) + "." + kind + ".weight") continue;
-    for (const char* k : kLinearKinds)
-      if (std::strcmp(k, kind) == 0 && t.shape.size() == 2) m->linear_.push_back({t.name, layer, kind, i});
+    if (layer < 0 || layer >= m->n_layer_ || t.shape.size() > 3) continue;
+    m->linear_.push_back({t.name, layer, kind, i});
   }
   if (m->linear_.empty()) return Status::errorf("{}: no linear modules (blk.N.attn_q.weight ...) found", path);
 

@@ -25,20 +25,21 @@ struct TensorInfo {
   int64_t n_rows() const { return n_elements() / (row_width() ? row_width() : 1); }
 };
 
-// The seven linear kinds of a llama/qwen2/qwen3 decoder layer, in llama.cpp tensor names.
+// The seven linear kinds of a llama/qwen2/qwen3 decoder layer, in llama.cpp tensor names (the
+// report's heatmaps; other architectures have other kinds: attn_qkv, ffn_up_exps, ...).
 extern const char* const kLinearKinds[7];  // attn_q attn_k attn_v attn_output ffn_gate ffn_up ffn_down
 
 struct LinearModule {
   std::string name;  // e.g. "blk.3.ffn_down.weight"
   int layer = -1;
-  std::string kind;  // one of kLinearKinds
+  std::string kind;  // llama.cpp's tensor kind: attn_q, ..., attn_qkv, ffn_up_exps (3-D: experts), ...
   size_t tensor;     // index into Model::tensors
 };
 
 class Model {
  public:
-  // Fails (one line) on a missing/short/corrupt file, wrong magic, or an architecture other
-  // than llama, qwen2, qwen3.
+  // Fails (one line) on a missing/short/corrupt file, wrong magic, or an architecture llama.cpp
+  // does not know. The linear modules are the blk.N.*.weight tensors llama-quantize quantizes.
   static Result<std::unique_ptr<Model>> open(const std::string& path);
   ~Model();
 
@@ -49,6 +50,8 @@ class Model {
   uint64_t file_size() const { return file_size_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const std::vector<LinearModule>& linear() const { return linear_; }
+  // Whether llama-quantize quantizes tensor i (llama.cpp's own rule for this architecture).
+  bool quantizable(size_t i) const { return quantizable_.at(i); }
   // Index of a tensor by name, or -1.
   int64_t find(const std::string& name) const;
   const TensorInfo& tensor(const std::string& name) const;  // must exist
@@ -79,6 +82,7 @@ class Model {
   gguf_context* ctx_ = nullptr;
   std::vector<TensorInfo> tensors_;
   std::vector<LinearModule> linear_;
+  std::vector<bool> quantizable_;
 };
 
 // Any GGUF (e.g. a pool's candidate file) as a directory of tensors readable by name.

@@ -99,6 +99,10 @@ std::map<std::string, std::string> default_fixed_types(const Manifest& m, double
     ggml_type t = GGML_TYPE_F32;
     const int64_t w = f.shape.at(0);
     const bool is_output = f.name == head;
+    if (!f.quantize) {
+      out[f.name] = f.source_type;  // llama-quantize leaves it alone (a MoE router, ...)
+      continue;
+    }
     if (f.shape.size() >= 2) {
       if (is_output) t = w % 256 == 0 ? GGML_TYPE_Q6_K : GGML_TYPE_Q8_0;
       else if (f.name == "token_embd.weight") t = fallback(base, w);

@@ -40,7 +40,8 @@ json Manifest::to_json() const {
   }
   j["modules"] = mods;
   json fx = json::array();
-  for (const auto& f : fixed) fx.push_back({{"name", f.name}, {"shape", f.shape}, {"source_type", f.source_type}});
+  for (const auto& f : fixed)
+    fx.push_back({{"name", f.name}, {"shape", f.shape}, {"source_type", f.source_type}, {"quantize", f.quantize}});
   j["fixed"] = fx;
   return j;
 }
@@ -87,6 +88,7 @@ Result<Manifest> Manifest::from_json(const json& j, const std::string& dir) {
       f.name = jf.at("name").get<std::string>();
       f.shape = ints_at<int64_t>(jf, "shape");
       f.source_type = jf.at("source_type").get<std::string>();
+      if (jf.contains("quantize")) f.quantize = jf.at("quantize").get<bool>();
       m.fixed.push_back(std::move(f));
     }
   } catch (const std::exception& e) {  // json::exception, or int_at's std::invalid_argument

@@ -42,6 +42,9 @@ struct FixedTensor {
   std::string name;
   std::vector<int64_t> shape;
   std::string source_type;
+  // False for what llama-quantize leaves alone (norms, a MoE router, ...): it keeps its source
+  // type in every plan. Manifests before this field: true.
+  bool quantize = true;
 };
 
 struct Manifest {

@@ -118,6 +118,13 @@ class PoolBuilder {
   int64_t done_ = 0;
 };
 
+// Rows sharing one imatrix slice: a 3-D (MoE) tensor's imatrix has one slice per expert, as
+// llama-imatrix writes it; 0 when one slice serves every row (or there is no imatrix).
+int64_t rows_per_imatrix(const TensorInfo& t, const std::vector<float>* v) {
+  if (!v || int64_t(v->size()) == t.row_width() || t.shape.size() != 3) return 0;
+  return t.shape[1];
+}
+
 // `auto` gives IQ4_NL only to rows that 256-wide blocks cannot hold: on Qwen's 256-wide rows
 // IQ4_XS has its error in fewer bytes and Q4_K dominates it (results/iq_qwen/types.md).
 bool auto_admits(bool automatic, ggml_type t, int64_t w) {
@@ -157,7 +164,8 @@ Status PoolBuilder::load_checked_imatrix() {
   for (const auto& lm : model_->linear()) {
     const auto* v = im_.find(lm.name);
     const auto& t = model_->tensors()[lm.tensor];
-    if (v && int64_t(v->size()) != t.row_width())
+    const bool per_expert = t.shape.size() == 3 && int64_t(v ? v->size() : 0) == t.row_width() * t.shape[2];
+    if (v && int64_t(v->size()) != t.row_width() && !per_expert)
       return Status::errorf("{}: entry {} has {} values but the tensor rows have {} (imatrix of another model?)",
                             opt_.imatrix_path, lm.name, v->size(), t.row_width());
   }
@@ -189,8 +197,10 @@ void PoolBuilder::init_manifest() {
     module_index_[e.name] = man_.modules.size();
     man_.modules.push_back(std::move(e));
   }
-  for (const auto& t : model_->tensors())
-    if (!module_index_.count(t.name)) man_.fixed.push_back({t.name, t.shape, type_name(t.type)});
+  for (size_t i = 0; i < model_->tensors().size(); ++i) {
+    const auto& t = model_->tensors()[i];
+    if (!module_index_.count(t.name)) man_.fixed.push_back({t.name, t.shape, type_name(t.type), model_->quantizable(i)});
+  }
 }
 
 // A preview with --imatrix assumes the imatrix (not made yet) covers every module.
@@ -225,24 +235,32 @@ Result<Manifest> PoolBuilder::estimate() {
   Manifest m = preview();
   for (auto& e : m.modules) {
     const auto& t = model_->tensor(e.name);
-    const int64_t n = std::min(opt_.estimate_rows, t.n_rows());
+    const auto* iv = im_.find(e.name);
+    const float* imat = iv ? iv->data() : nullptr;
     // Rows drawn at random, seeded by the module's name: the same rows every time and for
     // every type, so types compare on the same rows. Row norms are heavy-tailed, so the sampled
     // ratio runs a little high, alike for every type (SmolLM2: +4-5 % at 64 rows, +1 % at 256).
-    std::vector<int64_t> rows(static_cast<size_t>(t.n_rows()));
-    std::iota(rows.begin(), rows.end(), int64_t(0));
+    // With an imatrix per expert, as many rows from each expert.
+    const int64_t per_im = rows_per_imatrix(t, iv);
+    const int64_t slices = per_im > 0 ? t.n_rows() / per_im : 1, slice_rows = t.n_rows() / slices;
+    const int64_t m_per = std::min(slice_rows, std::max<int64_t>(1, (opt_.estimate_rows + slices - 1) / slices));
     std::mt19937_64 rng(std::hash<std::string>{}(e.name));
-    for (int64_t k = 0; k < n; ++k) std::swap(rows[size_t(k)], rows[size_t(k + int64_t(rng() % uint64_t(t.n_rows() - k)))]);
-    rows.resize(size_t(n));
-    std::sort(rows.begin(), rows.end());
+    std::vector<int64_t> rows;
+    for (int64_t sl = 0; sl < slices; ++sl) {
+      std::vector<int64_t> r(static_cast<size_t>(slice_rows));
+      std::iota(r.begin(), r.end(), sl * slice_rows);
+      for (int64_t k = 0; k < m_per; ++k) std::swap(r[size_t(k)], r[size_t(k + int64_t(rng() % uint64_t(slice_rows - k)))]);
+      r.resize(size_t(m_per));
+      std::sort(r.begin(), r.end());
+      rows.insert(rows.end(), r.begin(), r.end());
+    }
+    const int64_t n = int64_t(rows.size());
     GAMMA_ASSIGN_OR_RETURN(std::vector<float> x, model_->read_rows_f32(t, rows));
-    const auto* iv = im_.find(e.name);
-    const float* imat = iv ? iv->data() : nullptr;
     for (auto& c : e.candidates) {
       GAMMA_ASSIGN_OR_RETURN(ggml_type type, parse_type(c.type));
       if (type == t.type) continue;  // the source's own bytes: exact, as in the pool
-      const auto q = quantize_rows(type, x.data(), n, t.row_width(), imat, nt_);
-      c.rel_err = weighted_rel_error(type, q.data(), x.data(), n, t.row_width(), imat, nt_);
+      const auto q = quantize_rows(type, x.data(), n, t.row_width(), imat, nt_, per_im > 0 ? m_per : 0);
+      c.rel_err = weighted_rel_error(type, q.data(), x.data(), n, t.row_width(), imat, nt_, per_im > 0 ? m_per : 0);
     }
   }
   return m;
@@ -311,9 +329,10 @@ Status PoolBuilder::make_part(ggml_type type, const std::vector<const LinearModu
         buf.resize(t.nbytes);  // the source's own bytes are the exact candidate
         GAMMA_RETURN_IF_ERROR(model_->read_raw(t, buf.data()));
       } else {
-        buf = quantize_rows(type, ref.data(), t.n_rows(), t.row_width(), imat, nt_);
+        buf = quantize_rows(type, ref.data(), t.n_rows(), t.row_width(), imat, nt_, rows_per_imatrix(t, iv));
       }
-      double err = weighted_rel_error(type, buf.data(), ref.data(), t.n_rows(), t.row_width(), imat, nt_);
+      double err = weighted_rel_error(type, buf.data(), ref.data(), t.n_rows(), t.row_width(), imat, nt_,
+                                      rows_per_imatrix(t, iv));
       s.modules[t.name] = {buf.size(), err};
       done_ += t.n_elements();
       bar_->update(done_, tname + " " + t.name);
@@ -360,9 +379,10 @@ Status PoolBuilder::add_import(const std::string& spec) {
       buf.resize(it->nbytes);
       GAMMA_RETURN_IF_ERROR(imp.model->read_raw(*it, buf.data()));
       GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, model_->read_f32(*st));
-      const float* imat = im_.find(st->name) ? im_.find(st->name)->data() : nullptr;
+      const auto* iv = im_.find(st->name);
       s.modules[st->name] = {buf.size(), weighted_rel_error(it->type, buf.data(), ref.data(), st->n_rows(),
-                                                            st->row_width(), imat, nt_)};
+                                                            st->row_width(), iv ? iv->data() : nullptr, nt_,
+                                                            rows_per_imatrix(*st, iv))};
       return Status::ok();
     }));
     GAMMA_RETURN_IF_ERROR(write_json(spath, stats_json(s)));

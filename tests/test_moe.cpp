@@ -1,0 +1,193 @@
+// Architectures beyond llama: linear modules found by llama.cpp's own quantization rule (fused
+// attn_qkv, MoE experts as 3-D tensors, shared experts; routers and norms left alone), and a
+// MoE model end to end: a small random-weight qwen3moe GGUF written here (stories260K's
+// tokenizer), its per-expert imatrix from llama-imatrix, pooled, planned with its experts and
+// its attention at different types, emitted, the experts' bytes equal to llama-quantize's for
+// the same recipe and imatrix, and run by llama-perplexity.
+#include <filesystem>
+#include <random>
+#include <regex>
+
+#include "gguf.h"
+#include "gguf_model/model.h"
+#include "gguf_model/writer.h"
+#include "testing.h"
+#include "util/json.h"
+
+using namespace gm;
+using namespace gm::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kEmbd = 64, kHead = 4, kHeadKv = 2, kHeadDim = 16, kLayers = 2, kExperts = 4, kUsed = 2, kFfExp = 64;
+
+// qwen3moe with random F32 weights (norms 1), stories260K's tokenizer and vocabulary.
+void write_moe(const std::string& path) {
+  auto src = Model::open(stories260k());
+  ASSERT_TRUE(src.is_ok());
+  const int64_t vocab = (*src)->tensor("token_embd.weight").shape[1];
+  GgufWriter w;
+  gguf_set_kv(w.gguf(), (*src)->gguf());  // tokenizer.* (and stories' own llama.* keys, unused)
+  gguf_set_val_str(w.gguf(), "general.architecture", "qwen3moe");
+  gguf_set_val_str(w.gguf(), "general.name", "gamma-test-moe");
+  gguf_set_val_u32(w.gguf(), "general.file_type", 0);
+  auto u32 = [&](const char* k, uint32_t v) { gguf_set_val_u32(w.gguf(), (std::string("qwen3moe.") + k).c_str(), v); };
+  u32("block_count", kLayers);
+  u32("context_length", 256);
+  u32("embedding_length", kEmbd);
+  u32("feed_forward_length", kFfExp);
+  u32("attention.head_count", kHead);
+  u32("attention.head_count_kv", kHeadKv);
+  u32("attention.key_length", kHeadDim);
+  u32("attention.value_length", kHeadDim);
+  u32("expert_count", kExperts);
+  u32("expert_used_count", kUsed);
+  u32("expert_feed_forward_length", kFfExp);
+  gguf_set_val_f32(w.gguf(), "qwen3moe.attention.layer_norm_rms_epsilon", 1e-6f);
+  gguf_set_val_f32(w.gguf(), "qwen3moe.rope.freq_base", 10000.0f);
+  const ggml_type F32 = GGML_TYPE_F32;
+  w.add({"token_embd.weight", F32, {kEmbd, vocab}});
+  for (int l = 0; l < kLayers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    w.add({b + "attn_norm.weight", F32, {kEmbd}});
+    w.add({b + "attn_q.weight", F32, {kEmbd, kHead * kHeadDim}});
+    w.add({b + "attn_k.weight", F32, {kEmbd, kHeadKv * kHeadDim}});
+    w.add({b + "attn_v.weight", F32, {kEmbd, kHeadKv * kHeadDim}});
+    w.add({b + "attn_output.weight", F32, {kHead * kHeadDim, kEmbd}});
+    w.add({b + "attn_q_norm.weight", F32, {kHeadDim}});
+    w.add({b + "attn_k_norm.weight", F32, {kHeadDim}});
+    w.add({b + "ffn_norm.weight", F32, {kEmbd}});
+    w.add({b + "ffn_gate_inp.weight", F32, {kEmbd, kExperts}});
+    w.add({b + "ffn_gate_exps.weight", F32, {kEmbd, kFfExp, kExperts}});
+    w.add({b + "ffn_up_exps.weight", F32, {kEmbd, kFfExp, kExperts}});
+    w.add({b + "ffn_down_exps.weight", F32, {kFfExp, kEmbd, kExperts}});
+  }
+  w.add({"output_norm.weight", F32, {kEmbd}});
+  w.add({"output.weight", F32, {kEmbd, vocab}});
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 0.08f);
+  auto st = w.write(path, [&](size_t i, std::vector<uint8_t>& buf) -> Status {
+    const auto& t = w.tensors()[i];
+    std::vector<float> x(size_t(t.nbytes() / 4));
+    const bool norm = t.name.find("norm") != std::string::npos;
+    for (auto& v : x) v = norm ? 1.0f : nd(rng);
+    buf.assign(reinterpret_cast<const uint8_t*>(x.data()), reinterpret_cast<const uint8_t*>(x.data()) + t.nbytes());
+    return Status::ok();
+  });
+  ASSERT_TRUE(st.is_ok()) << st.message();
+}
+
+std::set<std::string> kinds(const Model& m) {
+  std::set<std::string> k;
+  for (const auto& lm : m.linear()) k.insert(lm.kind);
+  return k;
+}
+
+}  // namespace
+
+// The seeds' layouts (fuzz/gguf_seeds.cpp builds the same): llama.cpp's rule decides.
+TEST(Architectures, ModulesAreWhatLlamaQuantizeQuantizes) {
+  TempDir d;
+  struct L { const char* arch; std::vector<OutTensor> ts; std::set<std::string> want; };
+  const ggml_type F32 = GGML_TYPE_F32, Q8 = GGML_TYPE_Q8_0;
+  const std::vector<L> layouts = {
+      {"qwen3moe",
+       {{"token_embd.weight", Q8, {256, 8}}, {"blk.0.attn_norm.weight", F32, {256}}, {"blk.0.attn_q.weight", Q8, {256, 4}},
+        {"blk.0.ffn_gate_inp.weight", F32, {256, 4}}, {"blk.0.ffn_up_exps.weight", Q8, {256, 8, 4}},
+        {"blk.0.ffn_down_exps.weight", Q8, {256, 256, 4}}, {"blk.0.ffn_up_shexp.weight", Q8, {256, 8}},
+        {"output.weight", Q8, {256, 8}}},
+       {"attn_q", "ffn_up_exps", "ffn_down_exps", "ffn_up_shexp"}},
+      {"phi3",
+       {{"token_embd.weight", Q8, {256, 8}}, {"blk.0.attn_qkv.weight", Q8, {256, 12}},
+        {"blk.0.attn_output.weight", Q8, {256, 4}}, {"blk.0.ffn_norm.weight", F32, {256}}},
+       {"attn_qkv", "attn_output"}},
+  };
+  for (const auto& l : layouts) {
+    SCOPED_TRACE(l.arch);
+    GgufWriter w;
+    gguf_set_val_str(w.gguf(), "general.architecture", l.arch);
+    gguf_set_val_u32(w.gguf(), (std::string(l.arch) + ".block_count").c_str(), 1);
+    for (const auto& t : l.ts) w.add(t);
+    const std::string path = d / (std::string(l.arch) + ".gguf");
+    ASSERT_TRUE(w.write(path, [&](size_t i, std::vector<uint8_t>& b) {
+                   b.assign(w.tensors()[i].nbytes(), 0);
+                   return Status::ok();
+                 }).is_ok());
+    auto m = Model::open(path);
+    ASSERT_TRUE(m.is_ok()) << m.status().message();
+    EXPECT_EQ(kinds(**m), l.want);
+  }
+}
+
+TEST(Moe, PoolPlanEmitExpertsAndAttentionAtTheirOwnTypesRunsInLlamaCpp) {
+  TempDir d;
+  const std::string moe = d / "moe.gguf";
+  write_moe(moe);
+  auto m = Model::open(moe);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  EXPECT_EQ((*m)->arch(), "qwen3moe");
+  EXPECT_EQ(kinds(**m), (std::set<std::string>{"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate_exps",
+                                               "ffn_up_exps", "ffn_down_exps"}));
+  EXPECT_EQ((*m)->tensor("blk.1.ffn_down_exps.weight").shape, (std::vector<int64_t>{kFfExp, kEmbd, kExperts}));
+
+  // llama-imatrix's importance of a MoE tensor is per expert: the pool and llama-quantize
+  // both weight each expert by its own.
+  auto r = run_llama_tool(llama_tool("llama-imatrix") + " -m " + moe + " -f " + shared_data("text/wiki.valid.tokens") +
+                              " -c 64 --chunks 4 -t 2 -o " + d / "imatrix.gguf",
+                          "");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = gamma("pool " + moe + " --types Q4_0,Q8_0 --imatrix " + d / "imatrix.gguf" + " -o " + d / "pool" + " -q");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The sampled-row estimate with every row is the pool's own table, experts included.
+  r = gamma("inspect " + d / "pool" + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json pool_table = json::parse(r.output);
+  r = gamma("inspect " + moe + " --errors --types Q4_0,Q8_0 --imatrix " + d / "imatrix.gguf" + " --rows 100000 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json est_table = json::parse(r.output);
+  ASSERT_EQ(est_table["types"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_DOUBLE_EQ(est_table["types"][i]["rel_err_mean"].get<double>(), pool_table["types"][i]["rel_err_mean"].get<double>());
+  r = gamma("plan " + d / "pool" + " --uniform Q8_0 -o " + d / "q8.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto plan = read_json(d / "q8.json", "gamma.plan", 1);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  int experts = 0;
+  for (auto& [name, id] : (*plan)["modules"].items())
+    if (name.find("_exps") != std::string::npos) id = "Q4_0", ++experts;
+  EXPECT_EQ(experts, 3 * kLayers);
+  ASSERT_TRUE(write_json(d / "mix.json", *plan).is_ok());
+  r = gamma("emit " + d / "pool" + " " + d / "mix.json" + " -o " + d / "mix.gguf");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto mix = Model::open(d / "mix.gguf");
+  ASSERT_TRUE(mix.is_ok()) << mix.status().message();
+  for (const auto& lm : (*mix)->linear())
+    EXPECT_EQ(type_name((*mix)->tensors()[lm.tensor].type), lm.kind.find("_exps") != std::string::npos ? "Q4_0" : "Q8_0")
+        << lm.name;
+  EXPECT_EQ((*mix)->tensor("blk.0.ffn_gate_inp.weight").type, GGML_TYPE_F32) << "the router is left alone";
+
+  // llama-quantize from the same source with gamma's recipe writes the same expert bytes.
+  r = run_llama_tool(llama_tool("llama-quantize") + " --imatrix " + d / "imatrix.gguf" + " --tensor-type-file " +
+                         d / "mix.tensor-types.txt" + " " + moe + " " +
+                         d / "lq.gguf" + " Q8_0 1", "");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto lq = Model::open(d / "lq.gguf");
+  ASSERT_TRUE(lq.is_ok());
+  for (const char* n : {"blk.0.ffn_gate_exps.weight", "blk.1.ffn_down_exps.weight", "blk.1.attn_q.weight"}) {
+    const auto& a = (*mix)->tensor(n);
+    const auto& b = (*lq)->tensor(n);
+    ASSERT_EQ(a.type, b.type) << n;
+    std::vector<uint8_t> x(a.nbytes), y(b.nbytes);
+    ASSERT_TRUE((*mix)->read_raw(a, x.data()).is_ok() && (*lq)->read_raw(b, y.data()).is_ok());
+    EXPECT_TRUE(x == y) << n;
+  }
+  // llama.cpp runs it: routing, top-k, the experts at Q4_0.
+  r = run_llama_tool(llama_tool("llama-perplexity") + " -m " + d / "mix.gguf" + " -f " +
+                         shared_data("text/wiki.valid.tokens") + " -c 64 --chunks 2 -t 2 -b 64",
+                     "Final estimate");
+  ASSERT_EQ(r.exit_code, 0) << r.output.substr(r.output.size() > 3000 ? r.output.size() - 3000 : 0);
+  std::smatch sm;
+  ASSERT_TRUE(std::regex_search(r.output, sm, std::regex("Final estimate: PPL = ([0-9.]+)"))) << r.output;
+  EXPECT_GT(std::stod(sm[1]), 1.0);
+}
