@@ -42,6 +42,12 @@ gen() {  # gen OUT_DIR_UNDER_T COMMAND...: run a generator, its stdout discarded
   fi
 }
 
+gen degrid_smollm2 python3 teacher_ladder.py "$R/degrid_smollm2/ladder" -o "$T/degrid_smollm2/ladder.md"
+check degrid_smollm2/ladder.md degrid_smollm2/ladder.json
+gen degrid_smollm2 python3 degrid_types.py "$R/degrid_smollm2" -o "$T/degrid_smollm2/types.md"
+check degrid_smollm2/types.md degrid_smollm2/types.json
+gen degrid_smollm2 python3 degrid_width.py "$R/degrid_smollm2" -o "$T/degrid_smollm2/width.md"
+check degrid_smollm2/width.md degrid_smollm2/width.json
 gen calib_qwen python3 calib_tables.py "$R/calib_qwen" --hawq "$R/iq_qwen/hawq.json" -o "$T/calib_qwen/table"
 check calib_qwen/table.md calib_qwen/table.json
 gen iq_qwen python3 goal_table.py "$R/iq_qwen" -o "$T/iq_qwen/goal_table.md"
