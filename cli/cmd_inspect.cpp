@@ -1,9 +1,11 @@
 // gamma inspect: a GGUF's architecture, linear modules (shape, type, bytes, candidate types) and
 // totals; or, given a pool directory, the pool's per-type table (pool/type_table.h).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include "cli/command.h"
+#include "decoder/hparams.h"
 #include "gguf_model/inspect.h"
 #include "gguf_model/model.h"
 #include "pool/pool.h"
@@ -13,11 +15,39 @@
 namespace gm::cli {
 namespace {
 
+// The allocators per architecture: HAWQ-V2 and Stage I (gamma) need gamma's LibTorch decoder
+// layer; the static proxy and static-cal (the proxy rescaled by gamma layers' measured KLDs)
+// need only libllama; none where llama.cpp lists the name but builds no model for it.
+void print_architectures(bool as_json) {
+  const auto& dec = decoder_architectures();
+  json rows = json::array();
+  for (const auto& a : llama_architectures()) {
+    std::vector<std::string> s;
+    if (a.has_model) s = {"static", "static-cal"};
+    if (a.has_model && std::find(dec.begin(), dec.end(), a.name) != dec.end()) s = {"static", "static-cal", "hawq", "gamma"};
+    rows.push_back({{"architecture", a.name}, {"llama_cpp_model", a.has_model}, {"scorers", s}});
+  }
+  if (as_json) {
+    std::printf("%s\n", rows.dump(1).c_str());
+    return;
+  }
+  int n = 0;
+  for (const auto& r : rows) {
+    std::string sc;
+    for (const auto& x : r["scorers"]) sc += (sc.empty() ? "" : ",") + x.get<std::string>();
+    std::printf("%-20s %s\n", r["architecture"].get<std::string>().c_str(),
+                sc.empty() ? "(llama.cpp has no model for it)" : sc.c_str());
+    n += !sc.empty();
+  }
+  std::printf("%d of %zu architectures: every stage but HAWQ-V2 and Stage I through libllama; those two for %zu\n", n,
+              rows.size(), dec.size());
+}
+
 void add_inspect(CLI::App& app) {
   struct Opts {
     std::string path, imatrix;
     std::vector<std::string> types = {"auto"};
-    bool json = false, errors = false;
+    bool json = false, errors = false, archs = false;
     double share = 0.9;
     int64_t rows = 64;
     int threads = 0;
@@ -25,7 +55,9 @@ void add_inspect(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* c = app.add_subcommand(
       "inspect", "a GGUF: architecture, linear modules (shape, type, bytes, candidate types), totals; a pool directory: its per-type table");
-  c->add_option("model", o->path, "GGUF file, or a pool directory (gamma pool -o)")->required();
+  auto* model = c->add_option("model", o->path, "GGUF file, or a pool directory (gamma pool -o)");
+  c->add_flag("--architectures", o->archs,
+              "every architecture llama.cpp knows, and the allocators gamma has for each")->excludes(model);
   c->add_flag("--json", o->json, "machine-readable output");
   c->add_option("--share", o->share, "pool table: share of the modules on which a dominating type must win")
       ->check(CLI::Range(0.5, 1.0))->capture_default_str();
@@ -40,6 +72,11 @@ void add_inspect(CLI::App& app) {
   c->add_option("-t,--threads", o->threads, "--errors: threads (default: all cores)");
   c->callback([o] {
     std::error_code ec;
+    if (o->archs) {
+      print_architectures(o->json);
+      return;
+    }
+    if (o->path.empty()) fail_if(Status::error("inspect needs a GGUF file or a pool directory (or --architectures)"));
     if (o->errors) {
       if (std::filesystem::is_directory(o->path, ec)) fail_if(Status::error("--errors reads a GGUF, not a pool directory"));
       PoolOptions po;

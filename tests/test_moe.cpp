@@ -191,3 +191,37 @@ TEST(Moe, PoolPlanEmitExpertsAndAttentionAtTheirOwnTypesRunsInLlamaCpp) {
   ASSERT_TRUE(std::regex_search(r.output, sm, std::regex("Final estimate: PPL = ([0-9.]+)"))) << r.output;
   EXPECT_GT(std::stod(sm[1]), 1.0);
 }
+
+// Every architecture llama.cpp lists opens, or is refused in one line (the one it lists without
+// a model), and `gamma inspect --architectures` says which allocators each has.
+TEST(Architectures, EveryOneLlamaCppListsOpensOrIsRefusedInOneLine) {
+  TempDir d;
+  const auto archs = llama_architectures();
+  ASSERT_GT(archs.size(), 100u);
+  int opened = 0;
+  for (const auto& a : archs) {
+    GgufWriter w;
+    gguf_set_val_str(w.gguf(), "general.architecture", a.name.c_str());
+    gguf_set_val_u32(w.gguf(), (a.name + ".block_count").c_str(), 1);
+    w.add({"blk.0.attn_q.weight", GGML_TYPE_Q8_0, {256, 4}});
+    w.add({"blk.0.ffn_up_exps.weight", GGML_TYPE_Q8_0, {256, 8, 2}});
+    const std::string path = d / (a.name + ".gguf");
+    ASSERT_TRUE(w.write(path, [&](size_t i, std::vector<uint8_t>& b) {
+                   b.assign(w.tensors()[i].nbytes(), 0);
+                   return Status::ok();
+                 }).is_ok());
+    auto m = Model::open(path);
+    EXPECT_EQ(m.is_ok(), a.has_model) << a.name << ": " << (m.is_ok() ? "" : m.status().message());
+    if (!m.is_ok()) {
+      EXPECT_EQ(m.status().message().find('\n'), std::string::npos) << m.status().message();
+      continue;
+    }
+    ++opened;
+    EXPECT_EQ((*m)->linear().size(), 2u) << a.name;
+  }
+  EXPECT_GT(opened, 100);
+  auto r = gamma("inspect --architectures");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("qwen3moe             static,static-cal\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("qwen2                static,static-cal,hawq,gamma\n"), std::string::npos) << r.output;
+}

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "gguf.h"
 #include "llama-arch.h"     // llama.cpp's own list of architectures (its src/, not the public API)
@@ -103,23 +104,36 @@ static Result<std::vector<bool>> llama_quantizable(const std::string& arch, int 
   llama_quant_model_desc desc{};
   desc.architecture = arch.c_str();
   desc.n_layer = uint32_t(n_layer);
-  llama_model* mock = llama_quant_model_from_metadata(&desc);
+  // llama.cpp's C++ throws for an architecture it lists but has no model for.
+  std::unique_ptr<llama_model, void (*)(llama_model*)> mock(nullptr, llama_model_free);
+  try {
+    mock.reset(llama_quant_model_from_metadata(&desc));
+  } catch (const std::exception& e) {
+    return Status::errorf("architecture {}: {}", arch, e.what());
+  }
   if (!mock) return Status::errorf("llama.cpp cannot describe architecture {}", arch);
   const llama_model_quantize_params params = llama_model_quantize_default_params();
-  quantize_state_impl* qs = llama_quant_init(mock, &params);
+  std::unique_ptr<quantize_state_impl, void (*)(quantize_state_impl*)> qs(llama_quant_init(mock.get(), &params),
+                                                                          llama_quant_free);
   ggml_init_params ip{ggml_tensor_overhead() * (ts.size() + 1), nullptr, /*no_alloc=*/true};
-  ggml_context* gc = ggml_init(ip);
+  std::unique_ptr<ggml_context, void (*)(ggml_context*)> gc(ggml_init(ip), ggml_free);
   std::vector<bool> out(ts.size(), false);
   for (size_t i = 0; i < ts.size(); ++i) {
     const auto& t = ts[i];
     if (t.shape.empty() || t.shape.size() > GGML_MAX_DIMS || t.name.size() >= GGML_MAX_NAME) continue;
-    ggml_tensor* x = ggml_new_tensor(gc, t.type, int(t.shape.size()), t.shape.data());
+    ggml_tensor* x = ggml_new_tensor(gc.get(), t.type, int(t.shape.size()), t.shape.data());
     ggml_set_name(x, t.name.c_str());
-    out[i] = llama_quant_tensor_allows_quantization(qs, x);
+    out[i] = llama_quant_tensor_allows_quantization(qs.get(), x);
   }
-  ggml_free(gc);
-  llama_quant_free(qs);
-  llama_model_free(mock);
+  return out;
+}
+
+std::vector<ArchitectureInfo> llama_architectures() {
+  std::vector<ArchitectureInfo> out;
+  for (int a = 0; a < int(LLM_ARCH_UNKNOWN); ++a) {
+    const std::string name = llm_arch_name(llm_arch(a));
+    out.push_back({name, llama_quantizable(name, 1, {}).is_ok()});
+  }
   return out;
 }
 

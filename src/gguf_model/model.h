@@ -104,6 +104,11 @@ class TensorFile {
   std::vector<TensorInfo> tensors_;
 };
 
+// Every architecture llama.cpp knows (its llama-arch.h), and whether it has a model for it
+// that gamma can find the linear modules of (false: llama.cpp lists it but builds no model).
+struct ArchitectureInfo { std::string name; bool has_model; };
+std::vector<ArchitectureInfo> llama_architectures();
+
 // The type's name as llama.cpp users write it: upper case ("Q4_K", "F16", "IQ4_NL").
 std::string type_name(ggml_type type);
 // Parses a type name as llama.cpp prints it ("Q4_K", "q4_k", "F16"); error if unknown.
