@@ -9,23 +9,11 @@
 #include "gguf_model/writer.h"
 #include "llama.h"
 #include "pool/quantize.h"
+#include "util/random.h"
 #include "util/threads.h"
 
 namespace gm {
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
 
 // Weights whose re-quantization to `type` (no imatrix, as llama-quantize without one) lands
 // on the source's code.
@@ -75,7 +63,7 @@ Status dither_weights(ggml_type type, const uint8_t* raw, float* v, int64_t n, u
     // the bin); none for the two anchors.
     for (int64_t i = g; i < g + group; ++i) {
       if (i == a || i == b) continue;
-      const double u01 = double(splitmix64(base + uint64_t(i)) >> 11) * 0x1.0p-53;  // [0, 1)
+      const double u01 = unit_double(splitmix64(base + uint64_t(i)));  // [0, 1)
       const double u = code[i] <= r.code_min ? 0.5 * u01 : code[i] >= r.code_max ? -0.5 * u01 : u01 - 0.5;
       v[i] = float(double(v[i]) + width * u * step[i]);
     }

@@ -25,6 +25,7 @@
 #include "scores/scores.h"
 #include "util/files.h"
 #include "util/progress.h"
+#include "util/random.h"
 #include "util/threads.h"
 
 namespace fs = std::filesystem;
@@ -32,18 +33,10 @@ namespace fs = std::filesystem;
 namespace gm {
 namespace {
 
-// Counter-based randomness: every draw is a function of (seed, step, stream), so a resumed
-// run draws exactly what an uninterrupted one would.
-uint64_t splitmix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 struct Rng {
   uint64_t s;
-  Rng(uint64_t seed, uint64_t step, uint64_t stream) : s(splitmix(splitmix(splitmix(seed) ^ step) ^ stream)) {}
-  uint64_t next() { return splitmix(s++); }
+  Rng(uint64_t seed, uint64_t step, uint64_t stream) : s(splitmix64(splitmix64(splitmix64(seed) ^ step) ^ stream)) {}
+  uint64_t next() { return splitmix64(s++); }
   double uniform_open() { return (double(next() >> 11) + 0.5) * 0x1.0p-53; }  // in (0, 1)
   uint64_t below(uint64_t n) { return next() % n; }
 };
