@@ -44,6 +44,8 @@ gen() {  # gen OUT_DIR_UNDER_T COMMAND...: run a generator, its stdout discarded
 
 gen degrid_smollm2 python3 teacher_ladder.py "$R/degrid_smollm2/ladder" -o "$T/degrid_smollm2/ladder.md"
 check degrid_smollm2/ladder.md degrid_smollm2/ladder.json
+gen degrid_smollm2 python3 teacher_ladder.py "$R/degrid_smollm2/ladder-grid" -o "$T/degrid_smollm2/ladder-grid.md"
+check degrid_smollm2/ladder-grid.md degrid_smollm2/ladder-grid.json
 gen degrid_smollm2 python3 degrid_types.py "$R/degrid_smollm2" -o "$T/degrid_smollm2/types.md"
 check degrid_smollm2/types.md degrid_smollm2/types.json
 gen degrid_smollm2 python3 degrid_width.py "$R/degrid_smollm2" -o "$T/degrid_smollm2/width.md"
