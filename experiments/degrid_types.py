@@ -13,10 +13,13 @@ d, out = dir_and_out()
 grid = kept.load_json(os.path.join(d, "types-grid.json"))
 dith = kept.load_json(os.path.join(d, "types-dither.json"))
 D = {r["type"]: r for r in dith["types"]}
+# imatrix.txt in DIR, when there, says which imatrix weighted both (default: each its own).
+im_note = os.path.join(d, "imatrix.txt")
+imatrix = kept.read_text(im_note).strip() if kept.exists(im_note) else "each with its own imatrix"
 rows, lines = [], [
     f"Mean imatrix-weighted relative error of the weights per candidate type, {grid['sampled_rows']} sampled rows per "
     "module (`gamma inspect --errors`): the source dequantized (gridded) and the de-gridded teacher "
-    "(`gamma dequantize --dither 1`), each with its own imatrix.",
+    f"(`gamma dequantize --dither 1`), {imatrix}.",
     "",
     "| type | bpw | modules | gridded teacher | exact copies | de-gridded teacher | ratio | Pareto (gridded / de-gridded) |",
     "|---|---|---|---|---|---|---|---|",
