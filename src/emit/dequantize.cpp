@@ -16,18 +16,17 @@ namespace gm {
 namespace {
 
 // Weights whose re-quantization to `type` (no imatrix, as llama-quantize without one) lands
-// on the source's code.
-Result<uint64_t> codes_returned(ggml_type type, const uint8_t* raw, const float* w, int64_t n_rows, int64_t width) {
+// on `source_codes`, the source's codes (grid_codes of its bytes).
+Result<uint64_t> codes_returned(ggml_type type, const std::vector<int>& source_codes, const float* w, int64_t n_rows,
+                                int64_t width) {
   const int64_t n = n_rows * width;
-  std::vector<float> v(n), vq(n);
-  ggml_get_type_traits(type)->to_float(raw, v.data(), n);
   const std::vector<uint8_t> q = quantize_rows(type, w, n_rows, width, nullptr, resolve_threads());
+  std::vector<float> vq(n);
   ggml_get_type_traits(type)->to_float(q.data(), vq.data(), n);
-  std::vector<int> a(n), b(n);
-  GAMMA_RETURN_IF_ERROR(grid_codes(type, raw, v.data(), n, a.data()));
+  std::vector<int> b(n);
   GAMMA_RETURN_IF_ERROR(grid_codes(type, q.data(), vq.data(), n, b.data()));
   uint64_t same = 0;
-  for (int64_t i = 0; i < n; ++i) same += a[i] == b[i];
+  for (int64_t i = 0; i < n; ++i) same += source_codes[size_t(i)] == b[size_t(i)];
   return same;
 }
 
@@ -105,10 +104,13 @@ Result<DequantizeReport> dequantize_model(const std::string& in, const std::stri
     if (dithered(x)) {
       std::vector<uint8_t> raw(x.nbytes);
       GAMMA_RETURN_IF_ERROR(model->read_raw(x, raw.data()));
-      GAMMA_ASSIGN_OR_RETURN(uint64_t grid_same, codes_returned(x.type, raw.data(), f.data(), x.n_rows(), x.row_width()));
+      std::vector<int> source_codes(f.size());  // f is ggml's dequantization of raw
+      GAMMA_RETURN_IF_ERROR(grid_codes(x.type, raw.data(), f.data(), x.n_elements(), source_codes.data()));
+      GAMMA_ASSIGN_OR_RETURN(uint64_t grid_same,
+                             codes_returned(x.type, source_codes, f.data(), x.n_rows(), x.row_width()));
       GAMMA_RETURN_IF_ERROR(dither_weights(x.type, raw.data(), f.data(), x.n_elements(), *o.dither_seed, x.name,
                                            o.dither_width));
-      GAMMA_ASSIGN_OR_RETURN(uint64_t same, codes_returned(x.type, raw.data(), f.data(), x.n_rows(), x.row_width()));
+      GAMMA_ASSIGN_OR_RETURN(uint64_t same, codes_returned(x.type, source_codes, f.data(), x.n_rows(), x.row_width()));
       auto& c = rep.by_type[type_name(x.type)];
       c.dithered += uint64_t(x.n_elements());
       c.codes_returned += same;
