@@ -72,6 +72,8 @@ gen iq_qwen python3 time_table.py -o "$T/iq_qwen/time_table.md"
 check iq_qwen/time_table.md iq_qwen/time_table.json
 gen iq_qwen sh -c 'python3 head_check_table.py "$1/iq_qwen" "$1/iq_qwen/layers-IQ3_S-heads.json" "$1/iq_qwen/head_choice" > "$2/iq_qwen/head_choice.md"' - "$R" "$T"
 check iq_qwen/head_choice.md
+gen iq_qwen python3 iq_tables.py "$R/iq_qwen" -o "$T/iq_qwen/table.md"
+check iq_qwen/table.md iq_qwen/table.json
 gen iq_smollm2 python3 iq_tables.py "$R/iq_smollm2" -o "$T/iq_smollm2/table.md"
 check iq_smollm2/table.md iq_smollm2/table.json
 gen zeroshot_qwen python3 zeroshot_table.py "$R/zeroshot_qwen" -o "$T/zeroshot_qwen/table.md"
@@ -109,10 +111,6 @@ PY
 cat <<'EOF'
 
 Not regenerable from results/ alone (kept as committed):
-  results/iq_qwen/table.md, table.json   experiments/iq_tables.py results/iq_qwen: the committed table is the
-                                         one of commit 5182f7c; allocators and variants measured since (d64k, blend,
-                                         hc, gammal, the o4e2 head at IQ3_S) add and replace rows, so today's output
-                                         differs (goal_table.md is the current view of the same evals)
   results/iq_qwen/plan_overlap.md        experiments/plan_overlap.py: needs the 17-type pool's manifest
                                          (WORK/pool-all/manifest.json: each module's n_params and bpw per type)
   results/iq_qwen/layer_profile.md       experiments/layer_profile.py: needs WORK/pool-auto/manifest.json
