@@ -37,6 +37,12 @@ void add_run(CLI::App& app) {
   c->add_option("--hawq-samples", o->hawq_samples, "gamma hawq Hutchinson probes per layer")->capture_default_str();
   c->add_option("--compare", o->compare, "auto (llama.cpp's mixes that fit the budget and are near it), none, or one mix such as Q3_K_M")->capture_default_str();
   c->add_option("--max-mixes", o->max_mixes, "auto: at most this many mixes inside the budget")->capture_default_str();
+  c->add_option("--pool-window", o->pool_window,
+                "quantize, per module, only the candidates within this many steps of HAWQ-V2's plans on an estimate "
+                "of the pool at every size the run makes (results/prune_qwen/); -1: every candidate")
+      ->capture_default_str()->check(CLI::Range(-1, 100));
+  c->add_option("--estimate-rows", o->estimate_rows, "rows per module the estimate samples")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--text", o->eval_text, "report text (default: wiki.test.raw of the shared data); never used for choosing");
   c->add_option("--valid-text", o->valid_texts, "texts that choose among plans and decide the verdict, their KLDs summed: wiki (wiki.valid.tokens, the default), python (python-calib.txt's held-back end) or paths (comma list)")
       ->delimiter(',');

@@ -148,6 +148,9 @@ int hawq_main(int argc, char** argv) {
   add_common(app, &o.pool_dir, &o.teacher_path, &o.out_path, &o.seqs, &o.n_threads, &o.calib, &o.quiet);
   app.add_option("--samples", o.samples, "Hutchinson probes per layer")->capture_default_str();
   app.add_option("--seed", o.seed, "random seed of the probes")->capture_default_str();
+  app.add_option("--traces-from", o.traces_from,
+                 "reuse the Hessian traces of this HAWQ-V2 SCORES.json (same teacher, probes, seed, calibration): "
+                 "only the pool's perturbations are measured");
   add_dist(app, &o.world_size, &o.rank, &o.rendezvous, &o.dist_timeout);
   if (int rc = parse(app, argc, argv); rc >= 0) return rc;
   // Fault injection for the kill-and-resume test: SIGKILL once layer N is checkpointed.

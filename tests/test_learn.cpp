@@ -1011,6 +1011,53 @@ TEST(Hawq, TracesArePositiveStableAndScoresFollowThePerturbation) {
   EXPECT_EQ(s.exit_code, 0) << s.output;
 }
 
+// gamma run measures HAWQ-V2's traces once, on an estimate of the pool (no candidate files),
+// and scores the real pool from them (--traces-from): the real pool's scores are then bit for
+// bit those of HAWQ-V2 run on it, and the estimate's (every row sampled) equal them to float
+// rounding. Traces of other settings are refused; emit refuses an estimate.
+TEST(Hawq, EstimateTracesScoreTheRealPool) {
+  TempDir dir;
+  const std::string types = "Q4_0,Q5_0,Q8_0,F16";
+  const std::string pool = make_pool(dir, types), est = dir / "est";
+  auto e = gm::testing::gamma("pool " + gm::testing::stories260k() + " --types " + types + " --estimate-rows 100000 -o " +
+                              est + " -t 2");
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  EXPECT_NE(e.output.find("estimated from 100000 rows each"), std::string::npos) << e.output;
+  EXPECT_EQ(std::distance(fs::directory_iterator(est), fs::directory_iterator()), 1);  // manifest.json alone
+  auto hawq = [&](const std::string& p, const std::string& out, const std::string& extra, int samples = 8) {
+    return gm::testing::gamma("hawq " + p + " --teacher " + gm::testing::stories260k() + " -o " + dir / out +
+                              " --seq-len 64 --calib-tokens 512 --seqs 4 -t 2 -q --seed 3 --cache-dir " + dir / "act" +
+                              " --samples " + std::to_string(samples) + extra);
+  };
+  for (auto [p, out, extra] : {std::tuple<std::string, std::string, std::string>{pool, "full.json", ""},
+                               {est, "est.json", ""},
+                               {pool, "reused.json", " --traces-from " + dir / "est.json"}}) {
+    auto r = hawq(p, out, extra);
+    ASSERT_EQ(r.exit_code, 0) << out << "\n" << r.output;
+  }
+  const json full = load(dir / "full.json"), est_s = load(dir / "est.json"), reused = load(dir / "reused.json");
+  size_t n = 0;
+  for (const auto& [name, m] : full["modules"].items()) {
+    EXPECT_EQ(m["hessian_trace"], est_s["modules"][name]["hessian_trace"]) << name;
+    for (const auto& [id, v] : m["score"].items()) {
+      EXPECT_EQ(v, reused["modules"][name]["score"][id]) << name << " " << id;
+      EXPECT_NEAR(est_s["modules"][name]["score"][id].get<double>(), v.get<double>(), 1e-4 * std::abs(v.get<double>()) + 1e-30)
+          << name << " " << id;
+      ++n;
+    }
+  }
+  EXPECT_GT(n, 20u);
+  auto other = hawq(pool, "other.json", " --traces-from " + dir / "est.json", 4);
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.output.find("measured with samples 8, not 4"), std::string::npos) << other.output;
+  auto plan = gm::testing::gamma("solve " + est + " --scores " + dir / "est.json" + " --bpw 9 -o " + dir / "plan.json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  auto emit = gm::testing::gamma("emit " + est + " " + dir / "plan.json" + " -o " + dir / "x.gguf");
+  EXPECT_NE(emit.exit_code, 0);
+  EXPECT_NE(emit.output.find("holds estimates from 100000 rows per module, not candidates"), std::string::npos) << emit.output;
+  EXPECT_FALSE(fs::exists(dir / "x.gguf"));
+}
+
 // The exact check: teacher-forced, a layer's output is affine in ffn_down's weights (the FFN
 // input a does not depend on them), so the MSE is quadratic there with Hessian
 // 2/(B T d) I_d (x) A^T A and Tr(H) = 2/(B T) sum_t ||a_t||^2. a is read off the layer itself:

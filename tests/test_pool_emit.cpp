@@ -11,6 +11,9 @@
 #include "llama.h"
 #include "plan/plan.h"
 #include "pool/pool.h"
+#include "scores/scores.h"
+#include "solve/allocate.h"
+#include "solve/window.h"
 #include "testing.h"
 #include "util/files.h"
 
@@ -145,6 +148,74 @@ TEST(Pool, EstimateFromRowsIsThePoolsErrorWithEveryRowAndNearItWithFew) {
     }
     EXPECT_NEAR(sum_est / sum_real, 1.0, rows > 1000 ? 1e-12 : 0.15) << rows << " rows";
   }
+}
+
+// What gamma run quantizes when it prunes the pool: solve's window around the plans at the
+// sizes asked holds each plan's own candidates (0 steps) and their neighbours by bytes (1 step);
+// `--only` quantizes exactly the listed types, each candidate byte for byte the full pool's.
+TEST(Pool, WindowHoldsThePlansAndOnlyQuantizesItByteForByte) {
+  TempDir d;
+  Manifest full = make_pool(d, "Q4_0,Q5_0,Q5_1,Q8_0");
+  auto st = scores::Scores::from_manifest(full);
+  ASSERT_TRUE(st.is_ok());
+  auto alloc = solve::Allocator::create(full, *st, {});
+  ASSERT_TRUE(alloc.is_ok()) << alloc.status().message();
+  auto plan = alloc->solve(solve::Budget::of_bpw(8.0));
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  const uint64_t size = plan->size.file_bytes;
+  auto w0 = solve::candidate_window(full, *st, {size}, 0);
+  auto w1 = solve::candidate_window(full, *st, {size}, 1);
+  ASSERT_TRUE(w0.is_ok() && w1.is_ok()) << w0.status().message();
+  size_t n0 = 0, n1 = 0;
+  for (const auto& e : full.modules) {
+    const auto& id = plan->plan.modules.at(e.name);
+    EXPECT_EQ(w0->at(e.name), std::vector<std::string>{id}) << e.name;
+    size_t i = 0;
+    while (e.candidates[i].id != id) ++i;
+    std::vector<std::string> want;
+    for (size_t k = i > 0 ? i - 1 : 0; k <= std::min(i + 1, e.candidates.size() - 1); ++k) want.push_back(e.candidates[k].type);
+    EXPECT_EQ(w1->at(e.name), want) << e.name;
+    n0 += w0->at(e.name).size(), n1 += w1->at(e.name).size();
+  }
+  EXPECT_LT(n0, n1);
+  // The window as gamma pool --only reads it, through its file.
+  const std::string only = d / "only.json";
+  ASSERT_TRUE(write_json(only, only_to_json(*w1)).is_ok());
+  auto lists = load_only(only);
+  ASSERT_TRUE(lists.is_ok()) << lists.status().message();
+  EXPECT_EQ(*lists, *w1);
+  PoolOptions po;
+  po.model_path = stories260k();
+  po.types = {"Q4_0", "Q5_0", "Q5_1", "Q8_0"};
+  po.only = *lists;
+  po.out_dir = d / "pruned";
+  po.quiet = true;
+  auto pruned = build_pool(po);
+  ASSERT_TRUE(pruned.is_ok()) << pruned.status().message();
+  for (const auto& e : pruned->modules) {
+    std::vector<std::string> got;
+    for (const auto& c : e.candidates) got.push_back(c.type);
+    EXPECT_EQ(got, w1->at(e.name)) << e.name;
+    for (const auto& c : e.candidates) {
+      const Candidate* f = full.find(e.name)->find(c.id);
+      ASSERT_NE(f, nullptr);
+      EXPECT_EQ(c.bytes, f->bytes);
+      EXPECT_EQ(c.rel_err, f->rel_err) << e.name << " " << c.id;
+      auto a = TensorFile::open(d / "pruned" + "/" + c.file), b = TensorFile::open(d / "pool" + "/" + f->file);
+      ASSERT_TRUE(a.is_ok() && b.is_ok());
+      const TensorInfo* ta = (*a)->find(e.name);
+      const TensorInfo* tb = (*b)->find(e.name);
+      ASSERT_TRUE(ta && tb);
+      std::vector<uint8_t> ba(ta->nbytes), bb(tb->nbytes);
+      ASSERT_TRUE((*a)->read_raw(*ta, ba.data()).is_ok() && (*b)->read_raw(*tb, bb.data()).is_ok());
+      EXPECT_EQ(ba, bb) << e.name << " " << c.id;
+    }
+  }
+  po.only = {{"blk.0.no_such.weight", {"Q4_0"}}};
+  po.out_dir = d / "bad";
+  auto bad = build_pool(po);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("not a linear module"), std::string::npos) << bad.status().message();
 }
 
 // `auto` on SmolLM2: IQ4_NL for the 576-wide rows only; its 1536-wide ffn_down rows take the

@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include "pool/manifest.h"
+#include "pool/pool.h"
 #include "run/mixes.h"
 #include "run/run.h"
 #include "testing.h"
@@ -57,6 +59,27 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
     EXPECT_NE(r.output.find(step), std::string::npos) << step << "\n" << r.output;
   // stories260K is F32: its own teacher, not copied.
   EXPECT_EQ(r.output.find("== dequantize"), std::string::npos) << r.output;
+  // The pool holds only the window HAWQ-V2's plans on the estimate chose (--pool-window 3), and
+  // HAWQ-V2's scores reuse the estimate's traces.
+  for (const char* step : {"== estimate (128 rows per module)", "== hawq traces (on the estimate)", "== pool window: ",
+                           "== hawq (the estimate's traces)"})
+    EXPECT_NE(r.output.find(step), std::string::npos) << step << "\n" << r.output;
+  auto est = Manifest::load(d / "w/estimate");
+  auto pool = Manifest::load(d / "w/pool");
+  auto only = load_only(d / "w/pool-only.json");
+  ASSERT_TRUE(est.is_ok() && pool.is_ok() && only.is_ok());
+  EXPECT_EQ(est->estimate_rows, 128);
+  for (const auto& m : pool->modules) {
+    std::vector<std::string> types;
+    for (const auto& c : m.candidates) types.push_back(c.type);
+    auto want = only->at(m.name);
+    std::sort(want.begin(), want.end());
+    std::sort(types.begin(), types.end());
+    EXPECT_EQ(types, want) << m.name;
+  }
+  auto hw = read_json(d / "w/scores-hawq.json", "gamma.scores", 1);
+  ASSERT_TRUE(hw.is_ok());
+  EXPECT_EQ((*hw)["traces_from"], d / "w/scores-hawq-estimate.json");
   EXPECT_FALSE(fs::exists(d / "w/teacher-f32.gguf"));
   auto j = read_json(d / "w/run.json", "gamma.run", 2);
   ASSERT_TRUE(j.is_ok()) << j.status().message();

@@ -53,6 +53,7 @@ static uint32_t ftype_of(ggml_type t) {
 Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std::string& out_path, int n_threads) {
   const int nt = resolve_threads(n_threads);
   GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(pool_dir));
+  GAMMA_RETURN_IF_ERROR(man.needs_candidates());
   GAMMA_RETURN_IF_ERROR(plan.validate(man));
   GAMMA_RETURN_IF_ERROR(check_writable_dir(out_path));
   GAMMA_ASSIGN_OR_RETURN(auto model, Model::open(man.model_path));

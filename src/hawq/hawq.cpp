@@ -45,8 +45,11 @@ Resumed resume(const std::string& ckpt_path, const json& key, int lo, int hi) {
 
 // Layer l's modules scored: Tr(H) of each by Hutchinson on the teacher-forced layer MSE (x in,
 // y the teacher's output, B sequences of T tokens), then every candidate's Omega.
-Status score_layer(TorchDecoder& model, const Manifest& man, CandidateStore& store, const HawqOptions& opt, int l,
-                   const Positional& pos, std::vector<float>& x, std::vector<float>& y, int B, int T, json* modules_out) {
+// `store` is null for an estimate manifest (its sq_err is the perturbation); `traces`, when
+// not null, holds every module's Hessian trace (--traces-from) and x, y are not read.
+Status score_layer(TorchDecoder& model, const Manifest& man, const CandidateStore* store, const json* traces,
+                   const HawqOptions& opt, int l, const Positional& pos, std::vector<float>& x, std::vector<float>& y,
+                   int B, int T, json* modules_out) {
   json& modules = *modules_out;
   const HParams& hp = model.hparams();
   const auto f32 = at::TensorOptions().dtype(at::kFloat);
@@ -66,13 +69,16 @@ Status score_layer(TorchDecoder& model, const Manifest& man, CandidateStore& sto
       kinds.push_back(k);
     }
   if (wv.empty()) return Status::ok();
+  std::vector<double> trace(wv.size(), 0.0);
+  if (traces) {
+    for (size_t i = 0; i < wv.size(); ++i) trace[i] = (*traces)[in_pool[size_t(kinds[i])]->name].get<double>();
+  } else {
   // Tr(H) by Hutchinson: H v is the gradient of <grad L, v>, so the first gradient keeps
   // its graph; every probe reuses it.
   auto xt = at::from_blob(x.data(), {B, T, hp.n_embd}, f32);
   auto yt = at::from_blob(y.data(), {B, T, hp.n_embd}, f32);
   auto loss = (layer_forward(hp, lp, w, pos, xt) - yt).pow(2).mean();
   auto g = torch::autograd::grad({loss}, wv, {}, /*retain_graph=*/true, /*create_graph=*/true);
-  std::vector<double> trace(wv.size(), 0.0);
   for (int s = 0; s < opt.samples; ++s) {
     std::vector<at::Tensor> v;
     at::Tensor gv = at::zeros({}, f32);
@@ -85,6 +91,7 @@ Status score_layer(TorchDecoder& model, const Manifest& man, CandidateStore& sto
     for (size_t i = 0; i < wv.size(); ++i)
       if (hv[i].defined()) trace[i] += (hv[i] * v[i]).sum().item<double>() / opt.samples;
   }
+  }
   // Omega per candidate: the trace per weight times the squared perturbation.
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < wv.size(); ++i) {
@@ -93,9 +100,14 @@ Status score_layer(TorchDecoder& model, const Manifest& man, CandidateStore& sto
     const double tr_per_weight = trace[i] / double(e.n_params);
     json score = json::object(), pert = json::object();
     for (const auto& c : e.candidates) {
-      cand.resize(size_t(e.n_params));
-      GAMMA_RETURN_IF_ERROR(store.dequantize(e, c, cand.data(), opt.n_threads));
-      const double d2 = (at::from_blob(cand.data(), W.sizes(), f32) - W).pow(2).sum().item<double>();
+      double d2 = c.sq_err;
+      if (store) {
+        cand.resize(size_t(e.n_params));
+        GAMMA_RETURN_IF_ERROR(store->dequantize(e, c, cand.data(), opt.n_threads));
+        d2 = (at::from_blob(cand.data(), W.sizes(), f32) - W).pow(2).sum().item<double>();
+      } else if (d2 < 0) {
+        return Status::errorf("{}: estimate candidate {} has no sq_err (an estimate of an older gamma?)", e.name, c.id);
+      }
       pert[c.id] = d2;
       score[c.id] = -tr_per_weight * d2;
     }
@@ -103,6 +115,38 @@ Status score_layer(TorchDecoder& model, const Manifest& man, CandidateStore& sto
                        {"perturbation", pert}};
   }
   return Status::ok();
+}
+
+// --traces-from: every module's Hessian trace from a HAWQ-V2 scores file of the same teacher
+// and settings (a trace depends on those, not on the candidates), as {module: trace}.
+Result<json> reused_traces(const std::string& path, const Manifest& man, const std::string& teacher_fingerprint,
+                           const HawqOptions& opt, const std::string& activations_key) {
+  GAMMA_ASSIGN_OR_RETURN(json j, read_json(path, scores::Scores::kSchema, scores::Scores::kVersion));
+  const json want = {{"samples", opt.samples}, {"batch", opt.seqs}, {"seed", opt.seed}};
+  try {
+    if (j.value("method", "") != "hawq") return Status::errorf("--traces-from {}: not HAWQ-V2 scores", path);
+    if (j.value("teacher_fingerprint", "") != teacher_fingerprint)
+      return Status::errorf("--traces-from {}: traces of another teacher", path);
+    const json& h = j.at("hyperparameters");
+    for (const auto& [k, v] : want.items())
+      if (h.at(k) != v) return Status::errorf("--traces-from {}: measured with {} {}, not {}", path, k, h.at(k).dump(), v.dump());
+    if (h.at("activations").at("key") != activations_key)
+      return Status::errorf("--traces-from {}: measured on other calibration activations", path);
+    json out = json::object();
+    for (const auto& e : man.modules) {
+      if (!j.at("modules").contains(e.name)) return Status::errorf("--traces-from {}: no trace of {}", path, e.name);
+      out[e.name] = j["modules"][e.name].at("hessian_trace").get<double>();
+    }
+    return out;
+  } catch (const std::exception& e) {
+    return Status::errorf("--traces-from {}: malformed HAWQ-V2 scores: {}", path, e.what());
+  }
+}
+
+// What the checkpoint key records of reused traces (a change of them restarts the run).
+std::string traces_sha(const json& traces) {
+  const std::string d = traces.dump();
+  return sha256_hex(d.data(), d.size());
 }
 
 // Rank 0 gathers every rank's layers (one broadcast per rank; the scores are small).
@@ -132,6 +176,7 @@ json scores_file(const Manifest& man, const std::string& pool_sha, const std::st
   for (const auto& [name, m] : modules.items())
     for (const char* k : {"hessian_trace", "trace_per_weight", "perturbation"}) out["modules"][name][k] = m[k];
   out["teacher_fingerprint"] = teacher_fingerprint;
+  if (!opt.traces_from.empty()) out["traces_from"] = opt.traces_from;
   out["hyperparameters"] = {{"samples", opt.samples}, {"batch", opt.seqs}, {"seed", opt.seed},
                             {"calib_tokens", opt.calib.calib_tokens}, {"seq_len", opt.calib.seq_len},
                             {"calib_files", opt.calib.text_files}, {"activations", {{"key", activations_key}}},
@@ -164,7 +209,10 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
                           teacher.arch(), teacher.n_layer(), man.arch, man.n_layer);
   for (const auto& e : man.modules)
     if (teacher.find(e.name) < 0) return Status::errorf("teacher {} has no tensor {} (a teacher of another model?)", opt.teacher_path, e.name);
-  GAMMA_ASSIGN_OR_RETURN(auto store, CandidateStore::open(man));
+  std::unique_ptr<CandidateStore> store;
+  if (man.estimate_rows == 0) {
+    GAMMA_ASSIGN_OR_RETURN(store, CandidateStore::open(man));
+  }
   if (opt.world_size > man.n_layer) return Status::errorf("--world-size {} exceeds the {} layers", opt.world_size, man.n_layer);
   GAMMA_ASSIGN_OR_RETURN(auto comm, Comm::connect(opt.rendezvous, opt.rank, opt.world_size, opt.dist_timeout));
   const int lo = int(int64_t(opt.rank) * man.n_layer / opt.world_size);
@@ -188,6 +236,12 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
   json key = {{"schema", "gamma.hawq.checkpoint"}, {"version", 1}, {"pool_manifest_sha256", pool_sha},
               {"teacher_fingerprint", teacher.fingerprint()}, {"samples", opt.samples}, {"seqs", opt.seqs},
               {"seed", opt.seed}, {"activations", cache->key()}};
+  // --traces-from: the traces of the same teacher and settings; only the perturbations are new.
+  json traces;
+  if (!opt.traces_from.empty()) {
+    GAMMA_ASSIGN_OR_RETURN(traces, reused_traces(opt.traces_from, man, teacher.fingerprint(), opt, cache->key()));
+    key["traces_from"] = traces_sha(traces);
+  }
   // Every rank must run rank 0's job; each checkpoints its own layers.
   std::string job = opt.rank == 0 ? key.dump() : std::string();
   GAMMA_RETURN_IF_ERROR(comm->broadcast(job));
@@ -204,9 +258,12 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
   if (!opt.quiet) bar = std::make_unique<Progress>("hawq", hi - lo);
   for (int l = first; l < hi; ++l) {
     at::manual_seed(opt.seed * 1000003ULL + uint64_t(l));
-    GAMMA_RETURN_IF_ERROR(cache->read(l, seqs, x.data()));
-    GAMMA_RETURN_IF_ERROR(cache->read(l + 1, seqs, y.data()));
-    GAMMA_RETURN_IF_ERROR(score_layer(*model, man, *store, opt, l, pos, x, y, B, T, &modules));
+    if (traces.is_null()) {
+      GAMMA_RETURN_IF_ERROR(cache->read(l, seqs, x.data()));
+      GAMMA_RETURN_IF_ERROR(cache->read(l + 1, seqs, y.data()));
+    }
+    GAMMA_RETURN_IF_ERROR(score_layer(*model, man, store.get(), traces.is_null() ? nullptr : &traces, opt, l, pos, x, y,
+                                      B, T, &modules));
     json ck = key;
     ck["layers_done"] = l + 1;
     ck["seconds"] = elapsed();

@@ -3,7 +3,8 @@
 // Hessian of the teacher-forced layer-output MSE with respect to its weight W (at the FP
 // weights), Tr(H) ~ mean_s v_s^T H v_s with Rademacher v_s and H v by double backprop; then
 // the sensitivity of candidate b is Omega_b = Tr(H) / n * ||W_b - W||^2, and SCORES.json gets
-// score = -Omega (Stage II maximises it under the budget). Resumable per layer (OUT.ckpt);
+// score = -Omega (Stage II maximises it under the budget). On an estimate manifest
+// (Manifest::estimate_rows) ||W_b - W||^2 is the estimate's sq_err: no candidate is read. Resumable per layer (OUT.ckpt);
 // each layer's probes come from its own seed (seed, layer), so a resumed run ends with the
 // scores of an uninterrupted one at the same thread count. Returns the scores (rank 0) or an
 // empty object (other ranks).
@@ -31,6 +32,12 @@ struct HawqOptions {
   int world_size = 1, rank = 0;
   std::string rendezvous;
   double dist_timeout = 300;
+  // A HAWQ-V2 SCORES.json of the same teacher and settings (samples, seqs, seed, calibration):
+  // its per-module Hessian traces are reused, so only this pool's perturbations are measured
+  // (seconds, no Hutchinson pass). gamma run measures the traces on an estimate (a pool
+  // without candidate files, pool.h), chooses the real pool's candidates with them, and scores
+  // the real pool from the same traces.
+  std::string traces_from;
   // Called after each layer's checkpoint (fault injection: the CLI's GAMMA_TEST_KILL_AT_LAYER).
   std::function<void(int layer)> on_layer_done;
 };

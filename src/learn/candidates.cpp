@@ -22,6 +22,7 @@ CandidateStore::~CandidateStore() {
 }
 
 Result<std::unique_ptr<CandidateStore>> CandidateStore::open(const Manifest& m) {
+  GAMMA_RETURN_IF_ERROR(m.needs_candidates());
   std::unique_ptr<CandidateStore> s(new CandidateStore());
   std::map<std::string, const File*> by_name;
   for (const auto& e : m.modules) {

@@ -22,6 +22,12 @@ const ModuleEntry* Manifest::find(const std::string& name) const {
   return nullptr;
 }
 
+Status Manifest::needs_candidates() const {
+  if (estimate_rows <= 0) return Status::ok();
+  return Status::errorf("{} holds estimates from {} rows per module, not candidates (gamma pool without --estimate-rows "
+                        "builds them)", dir, estimate_rows);
+}
+
 json Manifest::to_json() const {
   json j = json_header(kSchema, kVersion);
   j["model"] = {{"path", model_path}, {"fingerprint", model_fingerprint}, {"arch", arch}, {"n_layer", n_layer}};
@@ -29,12 +35,15 @@ json Manifest::to_json() const {
   j["types"] = types;
   j["alignment"] = alignment;
   j["header_bytes"] = header_bytes;
+  if (estimate_rows > 0) j["estimate_rows"] = estimate_rows;
   json mods = json::array();
   for (const auto& m : modules) {
     json cands = json::array();
-    for (const auto& c : m.candidates)
+    for (const auto& c : m.candidates) {
       cands.push_back({{"id", c.id}, {"type", c.type}, {"bytes", c.bytes}, {"file_bytes", c.file_bytes},
                        {"bpw", c.bpw}, {"rel_err", c.rel_err}, {"file", c.file}});
+      if (c.sq_err >= 0) cands.back()["sq_err"] = c.sq_err;
+    }
     mods.push_back({{"name", m.name}, {"layer", m.layer}, {"kind", m.kind}, {"shape", m.shape},
                     {"n_params", m.n_params}, {"source_type", m.source_type}, {"candidates", cands}});
   }
@@ -61,6 +70,7 @@ Result<Manifest> Manifest::from_json(const json& j, const std::string& dir) {
     m.types = j.at("types").get<std::vector<std::string>>();
     m.alignment = int_at<uint64_t>(j, "alignment");
     m.header_bytes = int_at<uint64_t>(j, "header_bytes");
+    if (j.contains("estimate_rows")) m.estimate_rows = int_at<int64_t>(j, "estimate_rows");
     for (const auto& jm : j.at("modules")) {
       ModuleEntry e;
       e.name = jm.at("name").get<std::string>();
@@ -78,6 +88,7 @@ Result<Manifest> Manifest::from_json(const json& j, const std::string& dir) {
         c.bpw = jc.at("bpw").get<double>();
         c.rel_err = jc.at("rel_err").get<double>();
         c.file = jc.at("file").get<std::string>();
+        if (jc.contains("sq_err")) c.sq_err = jc.at("sq_err").get<double>();
         e.candidates.push_back(std::move(c));
       }
       if (e.candidates.empty()) return Status::errorf("module {} has no candidates", e.name);

@@ -22,7 +22,10 @@ struct Candidate {
   uint64_t file_bytes = 0;  // bytes padded to the GGUF alignment (what the file holds)
   double bpw = 0;           // 8 * bytes / n_params
   double rel_err = 0;       // sum_j w_j (x - q)^2 / sum_j w_j x^2, w = imatrix (or 1)
-  std::string file;         // candidate GGUF inside the pool dir holding this tensor
+  // An estimate's candidates only (Manifest::estimate_rows > 0): ||W_b - W||^2, unweighted,
+  // scaled from the sampled rows to the whole tensor (what HAWQ-V2's Omega multiplies); -1 if not.
+  double sq_err = -1;
+  std::string file;         // candidate GGUF inside the pool dir holding this tensor (none in an estimate)
 };
 
 struct ModuleEntry {
@@ -65,6 +68,12 @@ struct Manifest {
   // The GGUF header size and tensor directory of an emitted file do not depend on types,
   // so a file's size is header_bytes + sum of every tensor's file_bytes (emit checks it).
   uint64_t header_bytes = 0;
+  // > 0: an estimate (`gamma pool --estimate-rows N`): exact sizes, errors from N sampled rows
+  // per module, no candidate files. Solve and HAWQ-V2 read it (to choose what the real pool
+  // quantizes); whatever needs the candidates' bytes refuses it (estimate_error).
+  int64_t estimate_rows = 0;
+  // The one refusal, for readers of candidate bytes: ok unless this is an estimate.
+  Status needs_candidates() const;
 
   int64_t total_params() const;
   const ModuleEntry* find(const std::string& name) const;

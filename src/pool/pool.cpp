@@ -206,6 +206,9 @@ void PoolBuilder::init_manifest() {
 // A preview with --imatrix assumes the imatrix (not made yet) covers every module.
 bool PoolBuilder::admits(ggml_type type, const std::string& name, const std::vector<int64_t>& shape) const {
   if (!auto_admits(automatic_, type, shape[0])) return false;
+  if (auto it = opt_.only.find(name); it != opt_.only.end() &&
+      std::find(it->second.begin(), it->second.end(), type_name(type)) == it->second.end())
+    return false;
   return !type_needs_imatrix(type) || im_.find(name) != nullptr || (opt_.preview && !opt_.imatrix_path.empty());
 }
 
@@ -256,11 +259,17 @@ Result<Manifest> PoolBuilder::estimate() {
     }
     const int64_t n = int64_t(rows.size());
     GAMMA_ASSIGN_OR_RETURN(std::vector<float> x, model_->read_rows_f32(t, rows));
+    // ||W||^2 of the whole tensor, estimated from the rows: scales the unweighted error to sq_err.
+    double x2 = 0;
+    for (float v : x) x2 += double(v) * double(v);
+    const double scale = x2 * double(t.n_rows()) / double(n);
     for (auto& c : e.candidates) {
       GAMMA_ASSIGN_OR_RETURN(ggml_type type, parse_type(c.type));
+      c.sq_err = 0;
       if (type == t.type) continue;  // the source's own bytes: exact, as in the pool
       const auto q = quantize_rows(type, x.data(), n, t.row_width(), imat, nt_, per_im > 0 ? m_per : 0);
       c.rel_err = weighted_rel_error(type, q.data(), x.data(), n, t.row_width(), imat, nt_, per_im > 0 ? m_per : 0);
+      c.sq_err = scale * weighted_rel_error(type, q.data(), x.data(), n, t.row_width(), nullptr, nt_);
     }
   }
   return m;
@@ -401,7 +410,18 @@ Result<Manifest> PoolBuilder::run() {
   GAMMA_RETURN_IF_ERROR(load_checked_imatrix());
   init_manifest();
   if (opt_.preview) return preview();
-  if (opt_.estimate_rows > 0) return estimate();
+  if (opt_.estimate_rows > 0) {
+    GAMMA_ASSIGN_OR_RETURN(Manifest m, estimate());
+    if (!opt_.save_estimate) return m;
+    GAMMA_RETURN_IF_ERROR(prepare_dir());
+    m.estimate_rows = opt_.estimate_rows;
+    GAMMA_RETURN_IF_ERROR(m.save());
+    return m;
+  }
+  for (const auto& [name, types] : opt_.only) {
+    if (!module_index_.count(name)) return Status::errorf("--only names {}, not a linear module of this model", name);
+    for (const auto& t : types) GAMMA_RETURN_IF_ERROR(parse_type(t).status().with_context("--only " + name));
+  }
   GAMMA_RETURN_IF_ERROR(prepare_dir());
 
   // Work list: one part file per generated type, then one per import. A module no grid type
@@ -440,5 +460,22 @@ Result<Manifest> PoolBuilder::run() {
 }  // namespace
 
 Result<Manifest> build_pool(const PoolOptions& opt) { return PoolBuilder(opt).run(); }
+
+json only_to_json(const std::map<std::string, std::vector<std::string>>& only) {
+  json j = json_header("gamma.pool.only", 1);
+  j["modules"] = only;
+  return j;
+}
+
+Result<std::map<std::string, std::vector<std::string>>> load_only(const std::string& path) {
+  GAMMA_ASSIGN_OR_RETURN(json j, read_json(path, "gamma.pool.only", 1));
+  std::map<std::string, std::vector<std::string>> out;
+  try {
+    for (const auto& [name, types] : j.at("modules").items()) out[name] = types.get<std::vector<std::string>>();
+  } catch (const std::exception& e) {
+    return Status::errorf("{}: malformed candidate lists: {}", path, e.what());
+  }
+  return out;
+}
 
 }  // namespace gm

@@ -8,6 +8,7 @@
 // Each candidate file is written atomically with a stats sidecar, so an interrupted build
 // resumes at the first missing file.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,17 @@ struct PoolOptions {
   // module, evenly spaced (quantized as the pool would: ggml quantizes rows independently, so
   // the sampled rows' bytes are the full pool's). A few percent of the pool's time; no files.
   int64_t estimate_rows = 0;
+  // With estimate_rows: write the estimate to out_dir as an estimate manifest
+  // (Manifest::estimate_rows; each candidate's unweighted squared error, sq_err, for HAWQ-V2).
+  bool save_estimate = false;
+  // Per module, the only candidate types to quantize (a module not named takes every type);
+  // empty: no restriction. gamma run writes it from an estimate (run/prune.cpp).
+  std::map<std::string, std::vector<std::string>> only;
 };
+
+// The `only` lists as a file (schema gamma.pool.only): what `gamma pool --only` reads.
+json only_to_json(const std::map<std::string, std::vector<std::string>>& only);
+Result<std::map<std::string, std::vector<std::string>>> load_only(const std::string& path);
 
 Result<Manifest> build_pool(const PoolOptions& opt);
 

@@ -22,6 +22,17 @@ double pool_seconds(const Env& e, const Manifest& preview, const std::string& ty
   return pool_type_seconds(e.ms, type, params);
 }
 
+double estimate_pool_seconds(const Env& e, const Manifest& preview, int64_t rows) {
+  double s = 0;
+  for (const auto& t : preview.types) {
+    double params = 0;
+    for (const auto& m : preview.modules)
+      if (m.find(t)) params += double(std::min<int64_t>(rows, m.n_params / m.shape[0]) * m.shape[0]);
+    s += pool_type_seconds(e.ms, t, params);
+  }
+  return s;
+}
+
 Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_targets) {
   const auto& o = e.o;
   double total = 0;
@@ -49,15 +60,25 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
     line(fmt::format("llama-imatrix ({} x {} tokens)", o.imatrix_chunks, o.eval_ctx), file_exists(e.imatrix),
          teacher_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx), 4 << 20);
   const bool pool_done = file_exists(e.pool + "/manifest.json");
+  const bool pruned = prunes(e) && !pool_done;
+  if (pruned) {
+    line(fmt::format("estimate ({} rows per module)", o.estimate_rows), file_exists(e.W + "/estimate/manifest.json"),
+         estimate_pool_seconds(e, preview, o.estimate_rows), 0);
+    line("hawq traces (on the estimate)", file_exists(hawq_traces_path(e)),
+         hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens), 0);
+  }
+  const double share = pruned ? window_share(o.pool_window) : 1.0;
   for (const auto& t : preview.types) {
     uint64_t bytes = 0;
     for (const auto& m : preview.modules)
       if (auto* c = m.find(t)) bytes += c->file_bytes;
-    line("pool " + t, pool_done || file_exists(e.pool + "/cand-" + t + ".gguf"), pool_seconds(e, preview, t), bytes);
+    line("pool " + t + (pruned ? " (window)" : ""), pool_done || file_exists(e.pool + "/cand-" + t + ".gguf"),
+         share * pool_seconds(e, preview, t), uint64_t(share * double(bytes)));
   }
   for (const auto& s : e.scorers) {
-    if (s == "hawq") line("hawq (HAWQ-V2 traces)", file_exists(e.W + "/scores-hawq.json"),
-                          hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens), 0);
+    if (s == "hawq")
+      line(prunes(e) ? "hawq (the estimate's traces)" : "hawq (HAWQ-V2 traces)", file_exists(e.W + "/scores-hawq.json"),
+           prunes(e) ? hawq_rescore_seconds(e.ms) : hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens), 0);
     if (s == "gamma" && o.scores.empty())
       line(fmt::format("learn ({} steps)", learn_steps(e)), false, learn_estimate(e), 0);
   }

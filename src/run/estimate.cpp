@@ -42,10 +42,20 @@ double hawq_seconds(const ModelSize& m, int samples, double calib_tokens) {
   return base * (samples / 4.0) * (calib_tokens / 4096.0) * 2.0 / std::max(1, m.threads);
 }
 
+double hawq_rescore_seconds(const ModelSize& m) {
+  // SmolLM2's 1,110 candidates: 3 s (the teacher loaded, each candidate dequantized and diffed).
+  return 3 + 30 * m.params / 1e9 * 2.0 / std::max(1, m.threads);
+}
+
 double learn_seconds(const ModelSize& m, int steps, int layers_per_step, int batch_tokens) {
   const int layers = layers_per_step > 0 ? std::min(layers_per_step, m.n_layer) : m.n_layer;
   const double per_layer = kLayerStepS * (m.linear_params / std::max(1, m.n_layer)) / (kQwenParams * 0.85 / 28);
   return steps * layers * per_layer * batch_tokens / 512.0 * 2.0 / std::max(1, m.threads);
+}
+
+double window_share(int steps) {
+  static const double kShare[] = {0.15, 0.25, 0.35, 0.45, 0.6, 0.75};
+  return steps < 0 ? 1.0 : steps < 6 ? kShare[steps] : 1.0;
 }
 
 double mix_seconds(const ModelSize& m, const std::string& mix) {

@@ -24,7 +24,12 @@ double dequantize_seconds(const ModelSize& m);
 // One candidate type of the pool over the `params` weights of the modules that take it.
 double pool_type_seconds(const ModelSize& m, const std::string& type, double params);
 double hawq_seconds(const ModelSize& m, int samples, double calib_tokens);
+// HAWQ-V2 from known traces (--traces-from): every candidate dequantized once.
+double hawq_rescore_seconds(const ModelSize& m);
 double learn_seconds(const ModelSize& m, int steps, int layers_per_step, int batch_tokens);
+// The share of the full pool's time (and disk) a pool window of `steps` quantizes (RunOptions::
+// pool_window): measured on Qwen-1.5B near its IQ3/Q3_K mixes (results/prune_qwen/).
+double window_share(int steps);
 // llama-quantize of one standard mix from the F32 teacher.
 double mix_seconds(const ModelSize& m, const std::string& mix);
 double emit_seconds(const ModelSize& m);

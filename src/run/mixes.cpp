@@ -122,19 +122,34 @@ Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted) {
 
 }  // namespace
 
-Result<std::vector<MixRow>> compared_mixes(Env& e, uint64_t budget) {
+namespace {
+
+// The mixes compared at `budget`, by name.
+Result<std::vector<std::string>> compared_names(Env& e, const std::map<std::string, uint64_t>& predicted, uint64_t budget) {
   const RunOptions& o = e.o;
-  std::vector<MixRow> mixes;
-  if (o.compare == "none") return mixes;
-  GAMMA_ASSIGN_OR_RETURN(auto predicted, predict_mixes(e));
-  std::vector<std::string> names;
-  if (o.compare == "auto") {
-    names = mixes_for_budget(predicted, budget, 0.85, o.max_mixes);
-  } else if (!predicted.count(o.compare)) {
+  if (o.compare == "none") return std::vector<std::string>{};
+  if (o.compare == "auto") return mixes_for_budget(predicted, budget, 0.85, o.max_mixes);
+  if (!predicted.count(o.compare))
     return Status::errorf("--compare {}: llama-quantize makes it only with an imatrix (not with --imatrix none)", o.compare);
-  } else {
-    names = {o.compare};
-  }
+  return std::vector<std::string>{o.compare};
+}
+
+}  // namespace
+
+Result<std::vector<uint64_t>> compared_mix_sizes(Env& e, uint64_t budget) {
+  std::vector<uint64_t> out;
+  if (e.o.compare == "none") return out;
+  GAMMA_ASSIGN_OR_RETURN(auto predicted, predict_mixes(e));
+  GAMMA_ASSIGN_OR_RETURN(auto names, compared_names(e, predicted, budget));
+  for (const auto& n : names) out.push_back(predicted.at(n));
+  return out;
+}
+
+Result<std::vector<MixRow>> compared_mixes(Env& e, uint64_t budget) {
+  std::vector<MixRow> mixes;
+  if (e.o.compare == "none") return mixes;
+  GAMMA_ASSIGN_OR_RETURN(auto predicted, predict_mixes(e));
+  GAMMA_ASSIGN_OR_RETURN(auto names, compared_names(e, predicted, budget));
   for (const auto& n : names) {
     GAMMA_ASSIGN_OR_RETURN(MixRow r, make_mix(e, n, predicted.at(n)));
     r.fits = r.bytes <= budget;

@@ -5,6 +5,7 @@
 //   variants.cpp  every scorer x head at one size, chosen on validation; --max-kld's bisection
 //   mixes.cpp     llama.cpp's standard mixes: predicted, chosen for a budget, built, measured
 //   summary.cpp   run.json, the table, the verdict, run.png
+//   prune.cpp     the pool's candidates chosen from an estimate (HAWQ-V2 on sampled rows)
 //   dry_run.cpp   the plan of work with its estimated time and disk
 //   run.cpp       the steps in order
 // Internal to src/run: nothing outside includes it.
@@ -158,8 +159,21 @@ struct MixRow {
   bool fits = false;
 };
 std::vector<std::string> quantize_cmd(const Env& e, const std::string& mix, const std::string& out);
+// The predicted file sizes of the mixes compared_mixes builds for `budget` (none with --compare none).
+Result<std::vector<uint64_t>> compared_mix_sizes(Env& e, uint64_t budget);
 // llama.cpp's mixes near the budget (or the one asked for), built and measured on the same chunks.
 Result<std::vector<MixRow>> compared_mixes(Env& e, uint64_t budget);
+
+// ---- prune.cpp -------------------------------------------------------------------------------
+
+// Whether the pool's candidates are chosen from an estimate (RunOptions::pool_window).
+bool prunes(const Env& e);
+// HAWQ-V2's scores on the estimate: their traces serve the real pool's scores (--traces-from).
+std::string hawq_traces_path(const Env& e);
+std::vector<std::string> hawq_cmd(const Env& e, const std::string& pool, const std::string& out);
+// The estimate, HAWQ-V2's traces on it, and the candidates of the real pool for targets `sizes`
+// (bytes; 0: --bpw's): W/pool-only.json, for gamma pool --only (made once).
+Result<std::string> pool_only(Env& e, const Manifest& preview, const std::vector<uint64_t>& sizes);
 
 // ---- summary.cpp -----------------------------------------------------------------------------
 
@@ -179,6 +193,8 @@ void print_sweep(const Env& e, const json& sweep);
 
 // The estimated pool time of `type`: over the weights of the modules that take it.
 double pool_seconds(const Env& e, const Manifest& preview, const std::string& type);
+// The estimate's seconds: every type on `rows` rows of each module.
+double estimate_pool_seconds(const Env& e, const Manifest& preview, int64_t rows);
 Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_targets);
 
 }  // namespace gm::run

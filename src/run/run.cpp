@@ -116,8 +116,9 @@ Result<Manifest> open_model(Env& e, PoolOptions* po) {
   return build_pool(*po);
 }
 
-// The teacher, the importance matrix and the pool, each made once.
-Status make_inputs(Env& e, const PoolOptions& po, const Manifest& preview) {
+// The teacher, the importance matrix and the pool, each made once; the pool of the candidates
+// plans near `sizes` can take (prune.cpp) unless --pool-window -1.
+Status make_inputs(Env& e, const PoolOptions& po, const Manifest& preview, const std::vector<uint64_t>& sizes) {
   const RunOptions& o = e.o;
   // The teacher: the model dequantized to F32 (for a quantized source, the best reference
   // there is; reported as such).
@@ -139,12 +140,18 @@ Status make_inputs(Env& e, const PoolOptions& po, const Manifest& preview) {
     }));
   // The pool (resumes by itself).
   if (!file_exists(e.pool + "/manifest.json")) {
+    std::string only;
+    if (prunes(e)) {
+      GAMMA_ASSIGN_OR_RETURN(only, pool_only(e, preview, sizes));
+    }
     double eta = 0;
     for (const auto& t : preview.types) eta += pool_seconds(e, preview, t);
+    if (!only.empty()) eta *= window_share(o.pool_window);
     std::string types_csv;
     for (const auto& t : po.types) types_csv += (types_csv.empty() ? "" : ",") + t;
     std::vector<std::string> cmd = {e.G, "pool", e.model, "--types", types_csv, "-o", e.pool, "-t", e.T};
     if (!e.imatrix.empty()) cmd.insert(cmd.end(), {"--imatrix", e.imatrix});
+    if (!only.empty()) cmd.insert(cmd.end(), {"--only", only});
     for (const auto& x : e.q()) cmd.push_back(x);
     GAMMA_RETURN_IF_ERROR(e.stage("pool " + types_csv + " -> " + e.pool, eta, [&] { return run_step("pool", cmd); }));
   }
@@ -209,7 +216,7 @@ Status run_pipeline(const RunOptions& o) {
                             o.sizes[i], format_size(range.min), format_size(range.max));
   if (o.dry_run) return dry_run(e, preview, range, std::max<int>(1, int(sizes.size())));
 
-  GAMMA_RETURN_IF_ERROR(make_inputs(e, po, preview));
+  GAMMA_RETURN_IF_ERROR(make_inputs(e, po, preview, sizes));
   GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(e.pool));
   GAMMA_ASSIGN_OR_RETURN(range, feasible_range(man));
   GAMMA_ASSIGN_OR_RETURN(scores::Scores st, scores::Scores::from_manifest(man));

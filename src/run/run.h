@@ -51,8 +51,17 @@ struct RunOptions {
   // visit_steps / layers_per_step (every layer visited once).
   int steps = 0, layers_per_step = 1, visit_steps = 16, calib_tokens = 8192;
   int hawq_samples = 4, hawq_calib_tokens = 4096;
+  // The pool's candidates chosen from an estimate (run/prune.cpp): per module, those within
+  // this many steps of HAWQ-V2's plans on the estimate at every size the run makes; -1: every
+  // candidate. Only with the auto types, HAWQ-V2 among the scorers and --size or --bpw.
+  int pool_window = 3;
+  int estimate_rows = 128;             // rows per module the estimate samples
   std::string compare = "auto";        // auto (the mixes near the budget), none, or one mix name
-  int max_mixes = 6;                   // auto: at most this many mixes inside the budget
+  // auto: at most this many mixes inside the budget, the largest first. 2: in every run measured
+  // (Qwen at 880MiB, SmolLM2 at Q3_K_M's size on both teachers, docs/design.md) the mix that
+  // fits and scores best on validation was the largest one that fits; each further mix costs a
+  // llama-quantize and two evaluations (~7 min on Qwen-1.5B, 2 cores).
+  int max_mixes = 2;
   std::string eval_text;               // the report; default ../shared/data/text/wiki.test.raw
   // Choose: a file's validation score is the sum of its mean KLDs on these ("wiki":
   // wiki.valid.tokens, "python": python-calib.txt's held-back end, or paths); default wiki.

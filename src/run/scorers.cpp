@@ -77,11 +77,10 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
     } else if (s == "hawq") {
       const std::string f = e.W + "/scores-hawq.json";
       if (!file_exists(f)) {
-        std::vector<std::string> cmd = {e.G, "hawq", e.pool, "--teacher", e.teacher, "--calib", e.calib, "--samples",
-                                        std::to_string(e.o.hawq_samples), "--seqs", "4", "--calib-tokens",
-                                        std::to_string(e.o.hawq_calib_tokens), "--seq-len", "256", "-t", e.T, "-o", f};
-        for (const auto& x : e.q()) cmd.push_back(x);
-        GAMMA_RETURN_IF_ERROR(e.stage("hawq -> " + f, hawq_seconds(e.ms, e.o.hawq_samples, e.o.hawq_calib_tokens),
+        const std::vector<std::string> cmd = hawq_cmd(e, e.pool, f);
+        const bool reused = file_exists(hawq_traces_path(e));
+        GAMMA_RETURN_IF_ERROR(e.stage(reused ? "hawq (the estimate's traces) -> " + f : "hawq -> " + f,
+                                      reused ? hawq_rescore_seconds(e.ms) : hawq_seconds(e.ms, e.o.hawq_samples, e.o.hawq_calib_tokens),
                                       [&] { return run_step("hawq", cmd); }));
       }
       out.push_back({s, {"--scores", f}});

@@ -1,0 +1,88 @@
+// The pool's candidates chosen before quantizing (issue 44; solve/window.h says why): an
+// estimate of the pool from sampled rows (gamma pool --estimate-rows), HAWQ-V2's Hessian traces
+// measured on it (the traces do not depend on the candidates, so the real pool's HAWQ-V2 scores
+// reuse them: gamma hawq --traces-from), HAWQ-V2's plans on the estimate at every size the run
+// will make (the targets and the mixes it compares with, the front), and per module the
+// candidates within --pool-window steps of those plans: W/pool-only.json, what gamma pool
+// --only quantizes.
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "pool/pool.h"
+#include "run/pipeline.h"
+#include "run/proc.h"
+#include "solve/window.h"
+
+namespace fs = std::filesystem;
+
+namespace gm::run {
+
+bool prunes(const Env& e) {
+  const auto& s = e.scorers;
+  return e.o.pool_window >= 0 && e.o.types.empty() && e.o.max_kld <= 0 &&
+         std::find(s.begin(), s.end(), "hawq") != s.end();
+}
+
+std::string hawq_traces_path(const Env& e) { return e.W + "/scores-hawq-estimate.json"; }
+
+std::vector<std::string> hawq_cmd(const Env& e, const std::string& pool, const std::string& out) {
+  std::vector<std::string> cmd = {e.G, "hawq", pool, "--teacher", e.teacher, "--calib", e.calib, "--samples",
+                                  std::to_string(e.o.hawq_samples), "--seqs", "4", "--calib-tokens",
+                                  std::to_string(e.o.hawq_calib_tokens), "--seq-len", "256", "-t", e.T, "-o", out};
+  // The real pool's scores from the estimate's traces: the same traces, measured once.
+  if (pool != e.W + "/estimate" && file_exists(hawq_traces_path(e)))
+    cmd.insert(cmd.end(), {"--traces-from", hawq_traces_path(e)});
+  for (const auto& x : e.q()) cmd.push_back(x);
+  return cmd;
+}
+
+Result<std::string> pool_only(Env& e, const Manifest& preview, const std::vector<uint64_t>& sizes) {
+  const std::string only = e.W + "/pool-only.json", est = e.W + "/estimate";
+  if (file_exists(only)) return only;
+  const RunOptions& o = e.o;
+  if (!file_exists(est + "/manifest.json")) {
+    std::vector<std::string> cmd = {e.G, "pool", e.model, "--types", "auto", "--estimate-rows",
+                                    std::to_string(o.estimate_rows), "-o", est, "-t", e.T, "-q"};
+    if (!e.imatrix.empty()) cmd.insert(cmd.end(), {"--imatrix", e.imatrix});
+    GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("estimate ({} rows per module) -> {}", o.estimate_rows, est),
+                                  estimate_pool_seconds(e, preview, o.estimate_rows), [&] { return run_step("estimate", cmd); }));
+  }
+  const std::string traces = hawq_traces_path(e);
+  if (!file_exists(traces))
+    GAMMA_RETURN_IF_ERROR(e.stage("hawq traces (on the estimate) -> " + traces,
+                                  hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens),
+                                  [&] { return run_step("hawq", hawq_cmd(e, est, traces)); }));
+  GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(est));
+  GAMMA_ASSIGN_OR_RETURN(scores::Scores hawq, scores::Scores::load(traces));
+  // The sizes: each target (--bpw through the static plan on the estimate), and the mixes it
+  // will be compared with (each is a size of the front).
+  GAMMA_ASSIGN_OR_RETURN(scores::Scores st, scores::Scores::from_manifest(man));
+  GAMMA_ASSIGN_OR_RETURN(auto stat, solve::Allocator::create(man, st, {}));
+  GAMMA_ASSIGN_OR_RETURN(Range range, feasible_range(man));
+  std::vector<uint64_t> at;
+  for (uint64_t s : sizes.empty() ? std::vector<uint64_t>{0} : sizes) {
+    GAMMA_ASSIGN_OR_RETURN(uint64_t b, budget_bytes(o, stat, s));
+    at.push_back(std::clamp(b, range.min, range.max));
+    GAMMA_ASSIGN_OR_RETURN(std::vector<uint64_t> mixes, compared_mix_sizes(e, b));
+    for (uint64_t m : mixes)
+      if (m >= range.min && m <= range.max) at.push_back(m);
+  }
+  GAMMA_ASSIGN_OR_RETURN(auto window, solve::candidate_window(man, hawq, at, o.pool_window));
+  // The source's own type too: its bytes are copied, not quantized (seconds), and gamma layers
+  // measures each layer from it.
+  size_t kept = 0, all = 0;
+  for (const auto& m : man.modules) {
+    auto& types = window.at(m.name);
+    if (m.find(m.source_type) && std::find(types.begin(), types.end(), m.source_type) == types.end())
+      types.push_back(m.source_type);
+    kept += types.size();
+    all += m.candidates.size();
+  }
+  GAMMA_RETURN_IF_ERROR(write_json(only, only_to_json(window)));
+  std::printf("== pool window: %zu of %zu candidates (within %d steps of HAWQ-V2's plans on the estimate at %zu sizes)\n",
+              kept, all, o.pool_window, at.size());
+  return only;
+}
+
+}  // namespace gm::run
