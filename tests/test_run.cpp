@@ -138,6 +138,10 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
   for (const char* step : {"== dequantize", "== llama-imatrix", "== hawq", "== learn", "== layers", "== solve", "== llama-quantize", "== eval"})
     EXPECT_EQ(again.output.find(step), std::string::npos) << step << "\n" << again.output;
   EXPECT_NE(again.output.find("llama.cpp "), std::string::npos);
+  // Another target in the same work directory: its pool was chosen for --bpw 8, said in one line.
+  auto other = gamma("run " + stories260k() + " --bpw 6 -w " + d / "w" + " --imatrix-chunks 2 -c 128 --chunks 4 -t 2");
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.output.find("holds a pool chosen for other targets"), std::string::npos) << other.output;
 }
 
 // A pool that can only make Q4_0 files against a budget that fits llama.cpp's Q8_0: the mix

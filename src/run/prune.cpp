@@ -39,8 +39,18 @@ std::vector<std::string> hawq_cmd(const Env& e, const std::string& pool, const s
 
 Result<std::string> pool_only(Env& e, const Manifest& preview, const std::vector<uint64_t>& sizes) {
   const std::string only = e.W + "/pool-only.json", est = e.W + "/estimate";
-  if (file_exists(only)) return only;
   const RunOptions& o = e.o;
+  // What the window was made for: a later run in this work directory with other targets would
+  // find sizes the pruned pool cannot make well (or at all).
+  const json targets = {{"sizes", sizes}, {"bpw", o.bpw}, {"pool_window", o.pool_window}, {"compare", o.compare},
+                        {"max_mixes", o.max_mixes}};
+  if (file_exists(only)) {
+    GAMMA_ASSIGN_OR_RETURN(json j, read_json(only, "gamma.pool.only", 1));
+    if (j.value("targets", json()) != targets)
+      return Status::errorf("{} holds a pool chosen for other targets ({}); use another work directory, or "
+                            "--pool-window -1 there", e.W, j.value("targets", json()).dump());
+    return only;
+  }
   if (!file_exists(est + "/manifest.json")) {
     std::vector<std::string> cmd = {e.G, "pool", e.model, "--types", "auto", "--estimate-rows",
                                     std::to_string(o.estimate_rows), "-o", est, "-t", e.T, "-q"};
@@ -79,7 +89,9 @@ Result<std::string> pool_only(Env& e, const Manifest& preview, const std::vector
     kept += types.size();
     all += m.candidates.size();
   }
-  GAMMA_RETURN_IF_ERROR(write_json(only, only_to_json(window)));
+  json j = only_to_json(window);
+  j["targets"] = targets;
+  GAMMA_RETURN_IF_ERROR(write_json(only, j));
   std::printf("== pool window: %zu of %zu candidates (within %d steps of HAWQ-V2's plans on the estimate at %zu sizes)\n",
               kept, all, o.pool_window, at.size());
   return only;

@@ -138,12 +138,12 @@ Status make_inputs(Env& e, const PoolOptions& po, const Manifest& preview, const
       if (std::rename(tmp.c_str(), e.imatrix.c_str()) != 0) return Status::errorf("cannot write {}", e.imatrix);
       return Status::ok();
     }));
-  // The pool (resumes by itself).
+  // The pool (resumes by itself), of the candidates plans near the targets can take.
+  std::string only;
+  if (prunes(e) && (!file_exists(e.pool + "/manifest.json") || file_exists(e.W + "/pool-only.json"))) {
+    GAMMA_ASSIGN_OR_RETURN(only, pool_only(e, preview, sizes));
+  }
   if (!file_exists(e.pool + "/manifest.json")) {
-    std::string only;
-    if (prunes(e)) {
-      GAMMA_ASSIGN_OR_RETURN(only, pool_only(e, preview, sizes));
-    }
     double eta = 0;
     for (const auto& t : preview.types) eta += pool_seconds(e, preview, t);
     if (!only.empty()) eta *= window_share(o.pool_window);
