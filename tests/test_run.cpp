@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include <unistd.h>
+
 #include "pool/manifest.h"
 #include "pool/pool.h"
 #include "run/mixes.h"
@@ -16,6 +18,25 @@
 using namespace gm;
 using namespace gm::testing;
 namespace fs = std::filesystem;
+
+namespace {
+// gamma run keeps measurements across runs in its cache (mixes, activations): these tests get
+// a cache of their own, so each starts from nothing and none sees another's runs.
+class PrivateCache : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("gamma-test-run-cache-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    ::setenv("GAMMA_CACHE", dir_.c_str(), 1);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+ private:
+  fs::path dir_;
+};
+const auto* const kPrivateCache = ::testing::AddGlobalTestEnvironment(new PrivateCache);
+}  // namespace
 
 TEST(RunMixes, ForBudgetTakesThoseThatFitNearItAndTheNearestAbove) {
   const std::map<std::string, uint64_t> p = {{"Q2_K", 600}, {"IQ3_XXS", 700}, {"IQ3_M", 860}, {"Q3_K_M", 900},
@@ -138,6 +159,20 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
   for (const char* step : {"== dequantize", "== llama-imatrix", "== hawq", "== learn", "== layers", "== solve", "== llama-quantize", "== eval"})
     EXPECT_EQ(again.output.find(step), std::string::npos) << step << "\n" << again.output;
   EXPECT_NE(again.output.find("llama.cpp "), std::string::npos);
+  // Another work directory, the same model and targets: the mixes are not built or measured
+  // again (their evaluations are kept in the cache, keyed by teacher, imatrix and llama.cpp).
+  auto elsewhere = gamma("run " + stories260k() + " --bpw 8 -w " + d / "w2" +
+                         " --imatrix-chunks 2 -c 128 --chunks 4 --steps 6 --layers-per-step 0 --calib-tokens 512 -t 2"
+                         " --hawq-samples 1 --max-mixes 2 --scorers static");
+  ASSERT_EQ(elsewhere.exit_code, 0) << elsewhere.output;
+  EXPECT_EQ(elsewhere.output.find("== llama-quantize"), std::string::npos) << elsewhere.output;
+  auto j2 = read_json(d / "w2/run.json", "gamma.run", 2);
+  ASSERT_TRUE(j2.is_ok());
+  ASSERT_EQ((*j2)["mixes"].size(), (*j)["mixes"].size());
+  for (size_t i = 0; i < (*j)["mixes"].size(); ++i) {
+    EXPECT_EQ((*j2)["mixes"][i]["valid_kld"], (*j)["mixes"][i]["valid_kld"]);
+    EXPECT_EQ((*j2)["mixes"][i]["file_bytes"], (*j)["mixes"][i]["file_bytes"]);
+  }
   // Another target in the same work directory: its pool was chosen for --bpw 8, said in one line.
   auto other = gamma("run " + stories260k() + " --bpw 6 -w " + d / "w" + " --imatrix-chunks 2 -c 128 --chunks 4 -t 2");
   EXPECT_NE(other.exit_code, 0);

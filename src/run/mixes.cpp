@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <regex>
 
 #include "gguf_model/model.h"
+#include "pool/imatrix.h"
 #include "run/pipeline.h"
 #include "run/proc.h"
 #include "util/proc.h"
+
+namespace fs = std::filesystem;
 
 namespace gm::run {
 
@@ -98,12 +102,48 @@ Result<std::map<std::string, uint64_t>> predict_mixes(Env& e) {
   return out;
 }
 
+// Where a mix's measurements are kept across runs: llama-quantize's output is a function of the
+// teacher, the imatrix, the mix and the llama.cpp build, so its evaluation on a text is too; a
+// second run of the same model (another --size, another work directory) measures none again.
+Result<std::string> mix_cache(const Env& e, const std::string& mix) {
+  GAMMA_ASSIGN_OR_RETURN(auto teacher, Model::open(e.teacher));
+  // The imatrix by its values: llama-imatrix writes the calibration file's path into the file,
+  // so the same importance from another work directory is another file.
+  std::string imatrix = "none";
+  if (!e.imatrix.empty()) {
+    GAMMA_ASSIGN_OR_RETURN(Imatrix im, load_imatrix(e.imatrix));
+    std::string data;
+    for (const auto& [name, v] : im.values)
+      data += name + ":" + std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    imatrix = sha256_hex(data.data(), data.size());
+  }
+  GAMMA_ASSIGN_OR_RETURN(std::string tool, sha256_file(e.o.llama_bin + "/llama-quantize"));
+  const std::string key = teacher->fingerprint() + " " + imatrix + " " + mix + " " + tool;
+  return cache_dir() + "/mixes/" + mix + "-" + sha256_hex(key.data(), key.size()).substr(0, 24);
+}
+
+Status copy_file(const std::string& from, const std::string& to) {
+  GAMMA_ASSIGN_OR_RETURN(std::string text, read_file(from));
+  return write_file_atomic(to, text);
+}
+
 Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted) {
   MixRow r;
   r.name = mix;
   r.predicted = predicted;
   r.path = e.W + "/llama-" + mix + ".gguf";
-  if (!file_exists(r.path)) {
+  const std::string stem = e.W + "/llama-" + mix;
+  std::vector<EvalText> texts = e.valid;
+  texts.push_back(e.report);
+  GAMMA_ASSIGN_OR_RETURN(std::string cache, mix_cache(e, mix));
+  for (const auto& t : texts) {  // measured in an earlier run: taken, not measured again
+    const std::string here = e.eval_path(stem, t), kept = cache + "/" + e.eval_tag(t) + ".json";
+    if (!load_eval(here).is_ok() && load_eval(kept).is_ok()) GAMMA_RETURN_IF_ERROR(copy_file(kept, here));
+  }
+  const bool measured = std::all_of(texts.begin(), texts.end(), [&](const EvalText& t) {
+    return load_eval(e.eval_path(stem, t)).is_ok();
+  });
+  if (!measured && !file_exists(r.path)) {
     const std::string tmp = e.W + "/llama-" + mix + ".partial.gguf";
     GAMMA_RETURN_IF_ERROR(e.stage("llama-quantize " + mix + " -> " + r.path, mix_seconds(e.ms, mix), [&]() -> Status {
       GAMMA_RETURN_IF_ERROR(run_tool("llama-quantize", quantize_cmd(e, mix, tmp), e.W + "/llama-" + mix + ".log"));
@@ -111,12 +151,16 @@ Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted) {
       return Status::ok();
     }));
   }
-  GAMMA_ASSIGN_OR_RETURN(uint64_t bytes, file_size(r.path));
-  r.bytes = bytes;
-  GAMMA_ASSIGN_OR_RETURN(ValidScore v, validate(e, r.path, e.W + "/llama-" + mix));
+  GAMMA_ASSIGN_OR_RETURN(ValidScore v, validate(e, r.path, stem));
+  r.bytes = v.file_bytes;
   r.valid_kld = v.kld;
   r.valid_err = v.err;
-  GAMMA_ASSIGN_OR_RETURN(r.report, eval_file(e, r.path, e.W + "/llama-" + mix, e.report));
+  GAMMA_ASSIGN_OR_RETURN(r.report, eval_file(e, r.path, stem, e.report));
+  std::error_code ec;
+  fs::create_directories(cache, ec);
+  for (const auto& t : texts)
+    if (!ec && !file_exists(cache + "/" + e.eval_tag(t) + ".json"))
+      GAMMA_RETURN_IF_ERROR(copy_file(e.eval_path(stem, t), cache + "/" + e.eval_tag(t) + ".json"));
   return r;
 }
 
