@@ -32,8 +32,15 @@ from table_out import emit_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AUTO = ["IQ2_XXS", "IQ2_XS", "IQ2_S", "Q2_K", "IQ3_XXS", "IQ3_S", "IQ4_XS", "Q4_K", "Q4_1", "Q5_K", "Q5_1", "Q6_K", "Q8_0"]
-SIZES = [("IQ2_M", 701332416), ("Q2_K", 752880576), ("IQ3_XXS", 769070016), ("IQ3_XS", 831976896),
-         ("IQ3_S", 862684608), ("IQ3_M", 876941760), ("880MiB", 922746880), ("Q3_K_M", 924456384)]
+# (label, the target, every size the window is made for): one mix size alone, then what gamma run
+# does at 880MiB and at Q2_K's size (the target and the mixes it compares with: the two largest
+# that fit, the smallest above; --max-mixes 2).
+SIZES = [("IQ2_M", 701332416, [701332416]), ("Q2_K", 752880576, [752880576]),
+         ("IQ3_XXS", 769070016, [769070016]), ("IQ3_XS", 831976896, [831976896]),
+         ("IQ3_S", 862684608, [862684608]), ("IQ3_M", 876941760, [876941760]),
+         ("880MiB", 922746880, [922746880]), ("Q3_K_M", 924456384, [924456384]),
+         ("run --size 880MiB", 922746880, [922746880, 862684608, 876941760, 924456384]),
+         ("run at Q2_K's size", 752880576, [752880576, 701332416, 769070016])]
 
 
 def load(p):
@@ -71,18 +78,27 @@ def main():
     ap.add_argument("--scorer", nargs=2, action="append", default=[], metavar=("NAME", "SOLVE_ARGS"))
     ap.add_argument("--steps", nargs="+", type=int, default=[2, 3, 4])
     ap.add_argument("--gamma", default=os.path.join(ROOT, "build/cli/gamma"))
+    ap.add_argument("--seconds-from", help="a per-type table (gamma inspect POOL) whose pool s column prices the types")
     ap.add_argument("--check", help="a gamma run's work dir: its pool-only.json must equal this window")
     ap.add_argument("-o", "--out", required=True)
     a = ap.parse_args()
     est = load(os.path.join(a.estimate, "manifest.json"))
     full = load(os.path.join(a.pool, "manifest.json"))
     hawq = load(a.hawq)
-    # Seconds per weight of each type, from the pool's own parts.
+    # Seconds per weight of each type: the "pool s" column of a per-type table (gamma inspect POOL)
+    # of a pool built with nothing else running, else the pool's own part sidecars.
     n_of = {m["name"]: m["n_params"] for m in full["modules"]}
+    total_n = sum(n_of.values())
     sec = {}
+    if a.seconds_from:
+        for line in open(a.seconds_from):
+            f = [x.strip() for x in line.split("|")]
+            if len(f) > 8 and f[1] in AUTO:
+                sec[f[1]] = float(f[7]) / total_n
     for t in AUTO:
-        side = load(os.path.join(a.pool, f"cand-{t}.json"))
-        sec[t] = side["seconds"] / sum(n_of[n] for n in side["modules"])
+        if t not in sec:
+            side = load(os.path.join(a.pool, f"cand-{t}.json"))
+            sec[t] = side["seconds"] / sum(n_of[n] for n in side["modules"])
     full_cost = sum(sec[c["type"]] * m["n_params"] for m in est["modules"] for c in m["candidates"])
     with tempfile.TemporaryDirectory() as tmp:
         sc = {"schema": "gamma.scores", "version": 1, "method": "hawq", "model_fingerprint": est["model"]["fingerprint"],
@@ -96,14 +112,15 @@ def main():
         auto_allow = {".*": AUTO}
         rows, out = [], {"sizes": {}, "type_seconds_per_gweight": {t: round(sec[t] * 1e9, 1) for t in AUTO},
                          "full_pool_seconds": round(full_cost, 1)}
-        for label, size in SIZES:
-            anchor, _ = solve(a.gamma, a.estimate, "--scores " + est_scores, size, {}, os.path.join(tmp, "anchor.json"))
+        for label, size, at in SIZES:
+            anchors = [solve(a.gamma, a.estimate, "--scores " + est_scores, s_, {}, os.path.join(tmp, "anchor.json"))[0]
+                       for s_ in at]
             base = {}
             for name, args in a.scorer:
                 base[name] = solve(a.gamma, a.pool, args, size, auto_allow, os.path.join(tmp, "p.json"))
-            out["sizes"][label] = {"bytes": size, "steps": {}}
+            out["sizes"][label] = {"bytes": size, "window_sizes": at, "steps": {}}
             for k in a.steps:
-                w = window(est, [anchor], k)
+                w = window(est, anchors, k)
                 cost = sum(sec[t] * n_of[n] for n, ts in w.items() for t in ts)
                 cell = {"pool_share": round(cost / full_cost, 4), "candidates": sum(len(v) for v in w.values()), "scorers": {}}
                 row = [label, str(k), f"{cost / full_cost:.0%}"]
@@ -117,14 +134,14 @@ def main():
                 out["sizes"][label]["steps"][str(k)] = cell
                 rows.append(row)
                 print(" ".join(row), flush=True)
-            if a.check and label == "880MiB":
+            if a.check and label == "run --size 880MiB":
                 got = load(os.path.join(a.check, "pool-only.json"))["modules"]
-                k = 3
-                same = all(sorted(got[n]) == sorted(v) for n, v in window(est, [anchor], k).items())
-                out["check"] = {"work_dir": a.check, "steps": k, "equal": same}
+                same = all(sorted(got[n]) == sorted(v) for n, v in window(est, anchors, 3).items())
+                out["check"] = {"work_dir": a.check, "steps": 3, "equal": same}
     head = ["size of", "window K", "pool time kept"] + [f"{n}: modules changed / objective lost" for n, _ in a.scorer]
-    lines = ["Each allocator over the window (K steps around HAWQ-V2's plan on a 128-row estimate) against the whole",
-             f"auto pool ({full_cost / 60:.0f} min of quantizing here), Qwen2.5-Coder-1.5B, the default head.", "",
+    lines = ["Each allocator at the target over the window (K steps around HAWQ-V2's plans on a 128-row estimate at",
+             "the sizes named) against the same allocator over the whole auto pool (" + f"{full_cost / 60:.0f}" +
+             " min of quantizing, 2 cores), Qwen2.5-Coder-1.5B, the default head.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
     if "check" in out:
         lines += ["", f"gamma run's pool-only.json ({out['check']['work_dir']}, K = 3 at 880MiB) equals this window: "

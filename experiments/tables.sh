@@ -74,6 +74,31 @@ gen iq_qwen sh -c 'python3 head_check_table.py "$1/iq_qwen" "$1/iq_qwen/layers-I
 check iq_qwen/head_choice.md
 gen iq_qwen python3 iq_tables.py "$R/iq_qwen" -o "$T/iq_qwen/table.md"
 check iq_qwen/table.md iq_qwen/table.json
+gen iq_qwen python3 plan_overlap.py "$R/iq_qwen" "$R/iq_qwen/pool-all/manifest.json" -o "$T/iq_qwen/plan_overlap.md"
+check iq_qwen/plan_overlap.md iq_qwen/plan_overlap.json
+# layer_profile.md names its score files as given: from the repository root, as committed.
+gen iq_qwen sh -c 'cd "$1" && python3 experiments/layer_profile.py --hawq results/iq_qwen/hawq.json --manifest results/iq_qwen/pool-auto/manifest.json --layer-kld results/iq_qwen/layer_kld mse=results/iq_qwen/gamma.json mse-3x=results/iq_qwen/gamma-e3v3.json rel=results/iq_qwen/gamma-rel.step128.ckpt.json clip=results/iq_qwen/gamma-clip.json -o "$2/iq_qwen/layer_profile"' - "$root" "$T"
+check iq_qwen/layer_profile.md iq_qwen/layer_profile.json
+# The per-type tables are `gamma inspect POOL` over a pool's manifest and part sidecars (kept in the
+# study's archive): with the C++ build only.
+G=$root/build/cli/gamma
+for s in iq_qwen iq_smollm2; do
+  if [ -x "$G" ] && python3 kept.py cat "$R/$s/pool-all/manifest.json" > /dev/null 2>&1; then
+    mkdir -p "$T/pools/$s"
+    python3 - "$R/$s" "$T/pools/$s" <<'PY'
+import os, sys
+sys.path.insert(0, ".")
+import kept
+for p in kept.glob(os.path.join(sys.argv[1], "pool-all", "*.json")):
+    with open(os.path.join(sys.argv[2], os.path.basename(p)), "wb") as f:
+        f.write(kept._read(p))
+PY
+    "$G" inspect "$T/pools/$s" > "$T/$s/types.md" 2> "$T/.stderr" || { echo "FAILED    gamma inspect ($s)"; fail=1; }
+    check "$s/types.md"
+  else
+    echo "SKIPPED   results/$s/types.md (needs build/cli/gamma and $s/pool-all/ in the archive)"
+  fi
+done
 gen iq_smollm2 python3 iq_tables.py "$R/iq_smollm2" -o "$T/iq_smollm2/table.md"
 check iq_smollm2/table.md iq_smollm2/table.json
 gen zeroshot_qwen python3 zeroshot_table.py "$R/zeroshot_qwen" -o "$T/zeroshot_qwen/table.md"
@@ -111,10 +136,6 @@ PY
 cat <<'EOF'
 
 Not regenerable from results/ alone (kept as committed):
-  results/iq_qwen/plan_overlap.md        experiments/plan_overlap.py: needs the 17-type pool's manifest
-                                         (WORK/pool-all/manifest.json: each module's n_params and bpw per type)
-  results/iq_qwen/layer_profile.md       experiments/layer_profile.py: needs WORK/pool-auto/manifest.json
-  results/iq_qwen/types.md, iq_smollm2/types.md   gamma inspect POOL (was experiments/type_table.py): needs the pool manifests
   results/iq_qwen/token_energy.md        experiments/token_energy.py: needs the teacher's activation cache
   results/iq_qwen/swap_*/swap.md         experiments/plan_swap.py: needs the work dir (pool, teacher, evals)
   results/iq_qwen/report/, report_cal/table.md, sweep_qwen/table.md   gamma report (the C++ build)
