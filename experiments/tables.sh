@@ -99,6 +99,17 @@ PY
     echo "SKIPPED   results/$s/types.md (needs build/cli/gamma and $s/pool-all/ in the archive)"
   fi
 done
+# gamma report over the IQ sweep's plans (iq_report.sh) and over the layer-calibrated ones
+# (report_cal.runs.json), against the pool manifest kept in the archive: with the C++ build only.
+if [ -x "$G" ]; then
+  mkdir -p "$T/iq_qwen/report" "$T/iq_qwen/report_cal"
+  bash "$root/experiments/iq_report.sh" "$T/iq_qwen/report" > "$T/.stdout" 2> "$T/.stderr" || { echo "FAILED    iq_report.sh"; tail -5 "$T/.stderr"; fail=1; }
+  check iq_qwen/report/table.md iq_qwen/report/report.json
+  (cd "$root" && "$G" report results/iq_qwen/report_cal.runs.json -o "$T/iq_qwen/report_cal") > "$T/.stdout" 2> "$T/.stderr" || { echo "FAILED    gamma report report_cal"; fail=1; }
+  check iq_qwen/report_cal/table.md iq_qwen/report_cal/report.json
+else
+  echo "SKIPPED   results/iq_qwen/report/, report_cal/ (need build/cli/gamma)"
+fi
 gen iq_smollm2 python3 iq_tables.py "$R/iq_smollm2" -o "$T/iq_smollm2/table.md"
 check iq_smollm2/table.md iq_smollm2/table.json
 gen zeroshot_qwen python3 zeroshot_table.py "$R/zeroshot_qwen" -o "$T/zeroshot_qwen/table.md"
@@ -138,7 +149,7 @@ cat <<'EOF'
 Not regenerable from results/ alone (kept as committed):
   results/iq_qwen/token_energy.md        experiments/token_energy.py: needs the teacher's activation cache
   results/iq_qwen/swap_*/swap.md         experiments/plan_swap.py: needs the work dir (pool, teacher, evals)
-  results/iq_qwen/report/, report_cal/table.md, sweep_qwen/table.md   gamma report (the C++ build)
+  results/sweep_qwen/table.md            gamma report of issue 8's sweep: its pool (Q2_K..Q6_K, pool-imx) was not kept
   results/fuzz.md                        written by hand from results/fuzz.json (scripts/fuzz.sh writes the JSON)
   results/README.md's other tables       quoted by hand from the tables above (each names its source)
 EOF
