@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 
+import kept
 from rank_stats import paired_diff as paired
 from table_out import emit_table
 
@@ -193,7 +194,11 @@ def main():
            "differing_modules": len(diff), "gap_a_minus_b": {t: {"mean": m, "stderr": s} for t, (m, s) in gap.items()},
            "rows": rows}
 
-    L = [f"# Plan swap: A = `{out['a']}`, B = `{out['b']}`", "",
+    # Plans under a study kept in an archive (experiments/kept.py) are read from it: say where.
+    study = kept._study(a.a)
+    where = (f" (both plans, and this study's `plans/`, `evals/`, are members of "
+             f"`{os.path.relpath(os.path.join(study[0], kept.ARCHIVE), ROOT)}`)") if study else ""
+    L = [f"# Plan swap: A = `{out['a']}`, B = `{out['b']}`{where}", "",
          f"{len(diff)} modules differ. Validation KLD vs the teacher (wiki.valid / held-back python-calib, 8 × 512 each); "
          "paired = mean over chunks of (file − parent) with its standard error, summed over the two texts.", "",
          "A − B paired: " + ", ".join(f"{t} {m:+.4f} ± {s:.4f}" for t, (m, s) in gap.items()), ""]

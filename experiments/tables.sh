@@ -107,8 +107,29 @@ if [ -x "$G" ]; then
   check iq_qwen/report/table.md iq_qwen/report/report.json
   (cd "$root" && "$G" report results/iq_qwen/report_cal.runs.json -o "$T/iq_qwen/report_cal") > "$T/.stdout" 2> "$T/.stderr" || { echo "FAILED    gamma report report_cal"; fail=1; }
   check iq_qwen/report_cal/table.md iq_qwen/report_cal/report.json
+  # The plan swaps: every file's evaluation is kept (evals/), so plan_swap.py measures nothing and
+  # only its scorers' predictions need the build (gamma solve over the kept pool manifests).
+  python3 kept.py extract "$R/iq_qwen" > /dev/null
+  swap() {  # swap NAME ARGS...: plan_swap.py into $T/iq_qwen/NAME over the kept plans and evals
+    local n=$1; shift
+    mkdir -p "$T/iq_qwen/$n"
+    ln -s "$R/iq_qwen/$n/evals" "$T/iq_qwen/$n/evals"; ln -s "$R/iq_qwen/$n/plans" "$T/iq_qwen/$n/plans"
+    (cd "$root" && python3 experiments/plan_swap.py --work results/iq_qwen -o "$T/iq_qwen/$n" "$@" \
+       --scorer GAMMA results/iq_qwen/pool-auto "--scores results/iq_qwen/gamma-d64k.json --transform delta-fit" \
+       --scorer HAWQ-V2 results/iq_qwen/pool-all "--scores results/iq_qwen/hawq.json") > "$T/.stdout" 2> "$T/.stderr" \
+      || { echo "FAILED    plan_swap.py $n"; tail -5 "$T/.stderr"; fail=1; }
+    check "iq_qwen/$n/swap.md" "iq_qwen/$n/swap.json"
+  }
+  swap swap_Q3_K_M --a results/iq_qwen/plans/gammad-d64k-size-Q3_K_M-fit-o4e2.json \
+    --b results/iq_qwen/plans/hawq-size-Q3_K_M-o4e2.json --groups attn_q attn_k attn_v ffn_gate+ffn_down ffn_gate ffn_down \
+    blk.1.ffn_gate+blk.3.ffn_gate blk.6.ffn_gate+blk.19.ffn_down blk.0.ffn_gate+blk.1.ffn_down+blk.24.ffn_down \
+    --test 'A<-B[blk.1.ffn_gate+blk.3.ffn_gate]' 'A<-B[ffn_gate+ffn_down]'
+  swap swap_IQ3_XS --a results/iq_qwen/plans/gammad-d64k-size-IQ3_XS-fit-o4e2.json \
+    --b results/iq_qwen/plans/hawq-size-IQ3_XS-hc.json --groups attn_q+attn_k+attn_v+attn_output ffn_gate+ffn_up+ffn_down \
+    blk.1.ffn_down+blk.1.ffn_gate+blk.1.ffn_up+blk.2.ffn_gate+blk.3.ffn_down+blk.3.ffn_gate+blk.3.ffn_up \
+    blk.5.ffn_down+blk.13.ffn_down+blk.27.ffn_down+blk.13.ffn_gate+blk.14.ffn_gate+blk.15.ffn_gate+blk.16.ffn_gate+blk.18.ffn_gate+blk.5.ffn_gate+blk.7.ffn_gate+blk.15.ffn_up+blk.18.ffn_up+blk.4.ffn_up
 else
-  echo "SKIPPED   results/iq_qwen/report/, report_cal/ (need build/cli/gamma)"
+  echo "SKIPPED   results/iq_qwen/report/, report_cal/, swap_*/ (need build/cli/gamma)"
 fi
 gen iq_smollm2 python3 iq_tables.py "$R/iq_smollm2" -o "$T/iq_smollm2/table.md"
 check iq_smollm2/table.md iq_smollm2/table.json
@@ -148,7 +169,6 @@ cat <<'EOF'
 
 Not regenerable from results/ alone (kept as committed):
   results/iq_qwen/token_energy.md        experiments/token_energy.py: needs the teacher's activation cache
-  results/iq_qwen/swap_*/swap.md         experiments/plan_swap.py: needs the work dir (pool, teacher, evals)
   results/sweep_qwen/table.md            gamma report of issue 8's sweep: its pool (Q2_K..Q6_K, pool-imx) was not kept
   results/fuzz.md                        written by hand from results/fuzz.json (scripts/fuzz.sh writes the JSON)
   results/README.md's other tables       quoted by hand from the tables above (each names its source)
