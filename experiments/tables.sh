@@ -93,8 +93,13 @@ for p in kept.glob(os.path.join(sys.argv[1], "pool-all", "*.json")):
     with open(os.path.join(sys.argv[2], os.path.basename(p)), "wb") as f:
         f.write(kept._read(p))
 PY
+    mkdir -p "$T/$s"
     "$G" inspect "$T/pools/$s" > "$T/$s/types.md" 2> "$T/.stderr" || { echo "FAILED    gamma inspect ($s)"; fail=1; }
     check "$s/types.md"
+    if [ -f "$R/$s/types.json" ]; then
+      "$G" inspect "$T/pools/$s" --json > "$T/$s/types.json" 2> "$T/.stderr" || { echo "FAILED    gamma inspect --json ($s)"; fail=1; }
+      check "$s/types.json"
+    fi
   else
     echo "SKIPPED   results/$s/types.md (needs build/cli/gamma and $s/pool-all/ in the archive)"
   fi
@@ -170,6 +175,8 @@ cat <<'EOF'
 Not regenerable from results/ alone (kept as committed):
   results/iq_qwen/token_energy.md        experiments/token_energy.py: needs the teacher's activation cache
   results/sweep_qwen/table.md            gamma report of issue 8's sweep: its pool (Q2_K..Q6_K, pool-imx) was not kept
+  results/iq_qwen/types-quiet.{md,json}  the sweep pool's per-type table as measured then (commit 52f75a7; its part
+                                         sidecars were not kept): the quiet pool seconds
   results/fuzz.md                        written by hand from results/fuzz.json (scripts/fuzz.sh writes the JSON)
   results/README.md's other tables       quoted by hand from the tables above (each names its source)
 EOF

@@ -3,7 +3,7 @@
 """Issue 24, item 5: the quantization-time table (the paper's "quantization time"), Qwen2.5-Coder-1.5B.
 
 Every figure is a wall time this machine recorded while making the committed results (2 cores):
-  pool seconds per type     results/iq_qwen/types.json (gamma pool's per-type sidecars)
+  pool seconds per type     results/iq_qwen/types-quiet.json (the sweep pool's per-type table, built with nothing else running)
   imatrix                   results/iq_qwen/imatrix-mix.seconds (llama-imatrix, 32 x 512 tokens)
   teacher                   results/iq_qwen/teacher.seconds (gamma dequantize to F32)
   HAWQ-V2 traces            results/iq_qwen/hawq.json stats.seconds
@@ -40,7 +40,7 @@ def stage1_row(label, j, pool, note=""):
 
 
 def main():
-    types = kept.load_json(os.path.join(R, "types.json"))
+    types = kept.load_json(os.path.join(R, "types-quiet.json"))
     pareto = types["pareto"]
     pool = {t["type"]: t["pool_seconds"] for t in types["types"]}
     pool_auto = sum(pool[t] for t in pareto)
