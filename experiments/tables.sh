@@ -174,7 +174,8 @@ cat <<'EOF'
 
 Not regenerable from results/ alone (kept as committed):
   results/iq_qwen/token_energy.md        experiments/token_energy.py: needs the teacher's activation cache
-  results/sweep_qwen/table.md            gamma report of issue 8's sweep: its pool (Q2_K..Q6_K, pool-imx) was not kept
+  results/sweep_qwen/table.md            gamma report of issue 8's sweep (experiments/sweep_report.sh, git history): its
+                                         llama.cpp rows' linear bpw were read from the mix files, which were not kept
   results/iq_qwen/types-quiet.{md,json}  the sweep pool's per-type table as measured then (commit 52f75a7; its part
                                          sidecars were not kept): the quiet pool seconds
   results/fuzz.md                        written by hand from results/fuzz.json (scripts/fuzz.sh writes the JSON)
