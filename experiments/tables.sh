@@ -156,6 +156,10 @@ ns["write_markdown"](json.load(open(sys.argv[2])), sys.argv[3])
 PY
 check_prefix crash_consistency.md
 
+# results/fuzz.md's table is experiments/fuzz_table.py's output (the prose around it is by hand).
+python3 fuzz_table.py "$R/fuzz.json" > "$T/fuzz_table.md" 2> "$T/.stderr" || { echo "FAILED    fuzz_table.py"; fail=1; }
+if grep -qF -- "$(cat "$T/fuzz_table.md")" "$R/fuzz.md"; then echo "same      results/fuzz.md (its table)"; else echo "DIFFERS   results/fuzz.md (its table)"; cat "$T/fuzz_table.md"; fail=1; fi
+
 # results/README.md's sweep tables are experiments/sweep_tables.py's output, block by block.
 python3 sweep_tables.py "$R/sweep_qwen" > "$T/sweep_tables.md" 2> "$T/.stderr" || { echo "FAILED    sweep_tables.py"; tail -5 "$T/.stderr"; fail=1; }
 python3 - "$T/sweep_tables.md" "$R/README.md" <<'PY' || fail=1
@@ -178,7 +182,8 @@ Not regenerable from results/ alone (kept as committed):
                                          llama.cpp rows' linear bpw were read from the mix files, which were not kept
   results/iq_qwen/types-quiet.{md,json}  the sweep pool's per-type table as measured then (commit 52f75a7; its part
                                          sidecars were not kept): the quiet pool seconds
-  results/fuzz.md                        written by hand from results/fuzz.json (scripts/fuzz.sh writes the JSON)
+  results/fuzz_gguf_header.md            its table's first row is a run before the fix it describes (not kept); the others
+                                         are fuzz_gguf_header*.json
   results/README.md's other tables       quoted by hand from the tables above (each names its source)
 EOF
 echo
