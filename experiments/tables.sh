@@ -156,6 +156,16 @@ ns["write_markdown"](json.load(open(sys.argv[2])), sys.argv[3])
 PY
 check_prefix crash_consistency.md
 
+# token_energy.md reads Stage I's activation cache of calib-learn.txt (1.4 GB, not kept; its command
+# in results/README.md): checked when that cache is here.
+C=${GAMMA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gamma}/activations/b30b14a4146149726adbe41e
+if [ -f "$C/meta.json" ]; then
+  gen iq_qwen python3 token_energy.py "$C" --seqs 4 -o "$T/iq_qwen/token_energy"
+  check iq_qwen/token_energy.md iq_qwen/token_energy.json
+else
+  echo "SKIPPED   results/iq_qwen/token_energy.md (needs the activation cache $C; its command: results/README.md)"
+fi
+
 # results/fuzz.md's table is experiments/fuzz_table.py's output (the prose around it is by hand).
 python3 fuzz_table.py "$R/fuzz.json" > "$T/fuzz_table.md" 2> "$T/.stderr" || { echo "FAILED    fuzz_table.py"; fail=1; }
 if grep -qF -- "$(cat "$T/fuzz_table.md")" "$R/fuzz.md"; then echo "same      results/fuzz.md (its table)"; else echo "DIFFERS   results/fuzz.md (its table)"; cat "$T/fuzz_table.md"; fail=1; fi
@@ -177,7 +187,6 @@ PY
 cat <<'EOF'
 
 Not regenerable from results/ alone (kept as committed):
-  results/iq_qwen/token_energy.md        experiments/token_energy.py: needs the teacher's activation cache
   results/sweep_qwen/table.md            gamma report of issue 8's sweep (experiments/sweep_report.sh, git history): its
                                          llama.cpp rows' linear bpw were read from the mix files, which were not kept
   results/iq_qwen/types-quiet.{md,json}  the sweep pool's per-type table as measured then (commit 52f75a7; its part
