@@ -41,6 +41,16 @@ for f in sorted(glob.glob("evals/*.json")):
     else:
         method, _, rest = name.partition("-")
         r.update(method=method, plan=f"plans/{name}.json")
+        # Plans solved on a log-p transform name the transformed file the sweep wrote in its work
+        # directory (WORK/scores/X-logp.json); its p, what r(p, choice) reads, are those of
+        # results/X.json, which is kept.
+        info = json.load(open(r["plan"])).get("info", {})
+        info = json.loads(info) if isinstance(info, str) else info
+        src = (info.get("scores") or {}).get("source", "")
+        if src and not os.path.exists(src) and src.endswith("-logp.json"):
+            kept_scores = os.path.join("..", os.path.basename(src)[:-len("-logp.json")] + ".json")
+            if os.path.exists(kept_scores):
+                r["scores"] = kept_scores
         if rest.startswith("size-"):
             r["label"] = "@" + rest[5:]
         elif method != "uniform":

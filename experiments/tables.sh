@@ -156,6 +156,16 @@ ns["write_markdown"](json.load(open(sys.argv[2])), sys.argv[3])
 PY
 check_prefix crash_consistency.md
 
+# sweep_qwen/table.md: gamma report over the sweep's kept plans and evals; its llama.cpp rows' bpw
+# are read from the mixes, rebuilt from the teacher (not kept: SWEEP_MIXES=DIR, experiments/sweep_report.sh).
+if [ -x "$G" ] && [ -n "${SWEEP_MIXES:-}" ]; then
+  mkdir -p "$T/sweep_qwen"
+  MIXES=$SWEEP_MIXES bash "$root/experiments/sweep_report.sh" "$T/sweep_qwen" > "$T/.stdout" 2> "$T/.stderr" || { echo "FAILED    sweep_report.sh"; fail=1; }
+  check sweep_qwen/table.md sweep_qwen/report.json
+else
+  echo "SKIPPED   results/sweep_qwen/table.md (needs the build and SWEEP_MIXES: experiments/sweep_report.sh)"
+fi
+
 # token_energy.md reads Stage I's activation cache of calib-learn.txt (1.4 GB, not kept; its command
 # in results/README.md): checked when that cache is here.
 C=${GAMMA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gamma}/activations/b30b14a4146149726adbe41e
@@ -187,8 +197,6 @@ PY
 cat <<'EOF'
 
 Not regenerable from results/ alone (kept as committed):
-  results/sweep_qwen/table.md            gamma report of issue 8's sweep (experiments/sweep_report.sh, git history): its
-                                         llama.cpp rows' linear bpw were read from the mix files, which were not kept
   results/iq_qwen/types-quiet.{md,json}  the sweep pool's per-type table as measured then (commit 52f75a7; its part
                                          sidecars were not kept): the quiet pool seconds
   results/fuzz_gguf_header.md            its table's first row is a run before the fix it describes (not kept); the others
