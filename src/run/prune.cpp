@@ -5,7 +5,7 @@
 // will make (the targets and the mixes it compares with, the front), and per module the
 // candidates within --pool-window steps of those plans: W/pool-only.json, what gamma pool
 // --only quantizes.
-#include <filesystem>
+#include <algorithm>
 
 #include <fmt/format.h>
 
@@ -13,8 +13,6 @@
 #include "run/pipeline.h"
 #include "run/proc.h"
 #include "solve/window.h"
-
-namespace fs = std::filesystem;
 
 namespace gm::run {
 
