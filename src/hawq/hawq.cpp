@@ -43,6 +43,33 @@ Resumed resume(const std::string& ckpt_path, const json& key, int lo, int hi) {
   return p;
 }
 
+// Tr(H) of each weight in `wv` (the layer's modules in `w`, requiring grad) by Hutchinson on the
+// teacher-forced layer MSE (x in, y the teacher's output, B sequences of T tokens): H v is the
+// gradient of <grad L, v>, so the first gradient keeps its graph and every probe reuses it.
+std::vector<double> hutchinson_traces(const HParams& hp, const LayerParams& lp, const std::array<at::Tensor, kNumLinear>& w,
+                                      const std::vector<at::Tensor>& wv, const Positional& pos, std::vector<float>& x,
+                                      std::vector<float>& y, int B, int T, int samples) {
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  auto xt = at::from_blob(x.data(), {B, T, hp.n_embd}, f32);
+  auto yt = at::from_blob(y.data(), {B, T, hp.n_embd}, f32);
+  auto loss = (layer_forward(hp, lp, w, pos, xt) - yt).pow(2).mean();
+  auto g = torch::autograd::grad({loss}, wv, {}, /*retain_graph=*/true, /*create_graph=*/true);
+  std::vector<double> trace(wv.size(), 0.0);
+  for (int s = 0; s < samples; ++s) {
+    std::vector<at::Tensor> v;
+    at::Tensor gv = at::zeros({}, f32);
+    for (size_t i = 0; i < wv.size(); ++i) {
+      v.push_back(at::randint(0, 2, wv[i].sizes(), f32).mul_(2).sub_(1));
+      gv = gv + (g[i] * v[i]).sum();
+    }
+    auto hv = torch::autograd::grad({gv}, wv, {}, /*retain_graph=*/s + 1 < samples, /*create_graph=*/false,
+                                    /*allow_unused=*/true);
+    for (size_t i = 0; i < wv.size(); ++i)
+      if (hv[i].defined()) trace[i] += (hv[i] * v[i]).sum().item<double>() / samples;
+  }
+  return trace;
+}
+
 // Layer l's modules scored: Tr(H) of each by Hutchinson on the teacher-forced layer MSE (x in,
 // y the teacher's output, B sequences of T tokens), then every candidate's Omega.
 // `store` is null for an estimate manifest (its sq_err is the perturbation); `traces`, when
@@ -73,24 +100,7 @@ Status score_layer(TorchDecoder& model, const Manifest& man, const CandidateStor
   if (traces) {
     for (size_t i = 0; i < wv.size(); ++i) trace[i] = (*traces)[in_pool[size_t(kinds[i])]->name].get<double>();
   } else {
-  // Tr(H) by Hutchinson: H v is the gradient of <grad L, v>, so the first gradient keeps
-  // its graph; every probe reuses it.
-  auto xt = at::from_blob(x.data(), {B, T, hp.n_embd}, f32);
-  auto yt = at::from_blob(y.data(), {B, T, hp.n_embd}, f32);
-  auto loss = (layer_forward(hp, lp, w, pos, xt) - yt).pow(2).mean();
-  auto g = torch::autograd::grad({loss}, wv, {}, /*retain_graph=*/true, /*create_graph=*/true);
-  for (int s = 0; s < opt.samples; ++s) {
-    std::vector<at::Tensor> v;
-    at::Tensor gv = at::zeros({}, f32);
-    for (size_t i = 0; i < wv.size(); ++i) {
-      v.push_back(at::randint(0, 2, wv[i].sizes(), f32).mul_(2).sub_(1));
-      gv = gv + (g[i] * v[i]).sum();
-    }
-    auto hv = torch::autograd::grad({gv}, wv, {}, /*retain_graph=*/s + 1 < opt.samples, /*create_graph=*/false,
-                                    /*allow_unused=*/true);
-    for (size_t i = 0; i < wv.size(); ++i)
-      if (hv[i].defined()) trace[i] += (hv[i] * v[i]).sum().item<double>() / opt.samples;
-  }
+    trace = hutchinson_traces(hp, lp, w, wv, pos, x, y, B, T, opt.samples);
   }
   // Omega per candidate: the trace per weight times the squared perturbation.
   at::NoGradGuard no_grad;

@@ -102,10 +102,12 @@ Result<std::map<std::string, uint64_t>> predict_mixes(Env& e) {
   return out;
 }
 
-// Where a mix's measurements are kept across runs: llama-quantize's output is a function of the
-// teacher, the imatrix, the mix and the llama.cpp build, so its evaluation on a text is too; a
-// second run of the same model (another --size, another work directory) measures none again.
-Result<std::string> mix_cache(const Env& e, const std::string& mix) {
+// Where the mixes' measurements are kept across runs: llama-quantize's output is a function of
+// the teacher, the imatrix, the mix and the llama.cpp build, so its evaluation on a text is too;
+// a second run of the same model (another --size, another work directory) measures none again.
+// The run's part of the key, computed once for all its mixes; a mix's directory is
+// ROOT/MIX-KEY (mix_cache).
+Result<std::string> mix_cache_key(const Env& e) {
   GAMMA_ASSIGN_OR_RETURN(auto teacher, Model::open(e.teacher));
   // The imatrix by its values: llama-imatrix writes the calibration file's path into the file,
   // so the same importance from another work directory is another file.
@@ -118,7 +120,11 @@ Result<std::string> mix_cache(const Env& e, const std::string& mix) {
     imatrix = sha256_hex(data.data(), data.size());
   }
   GAMMA_ASSIGN_OR_RETURN(std::string tool, sha256_file(e.o.llama_bin + "/llama-quantize"));
-  const std::string key = teacher->fingerprint() + " " + imatrix + " " + mix + " " + tool;
+  return teacher->fingerprint() + " " + imatrix + " " + tool;
+}
+
+std::string mix_cache(const std::string& run_key, const std::string& mix) {
+  const std::string key = run_key + " " + mix;
   return cache_dir() + "/mixes/" + mix + "-" + sha256_hex(key.data(), key.size()).substr(0, 24);
 }
 
@@ -127,7 +133,7 @@ Status copy_file(const std::string& from, const std::string& to) {
   return write_file_atomic(to, text);
 }
 
-Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted) {
+Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted, const std::string& cache) {
   MixRow r;
   r.name = mix;
   r.predicted = predicted;
@@ -135,7 +141,6 @@ Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted) {
   const std::string stem = e.W + "/llama-" + mix;
   std::vector<EvalText> texts = e.valid;
   texts.push_back(e.report);
-  GAMMA_ASSIGN_OR_RETURN(std::string cache, mix_cache(e, mix));
   for (const auto& t : texts) {  // measured in an earlier run: taken, not measured again
     const std::string here = e.eval_path(stem, t), kept = cache + "/" + e.eval_tag(t) + ".json";
     if (!load_eval(here).is_ok() && load_eval(kept).is_ok()) GAMMA_RETURN_IF_ERROR(copy_file(kept, here));
@@ -164,10 +169,6 @@ Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted) {
   return r;
 }
 
-}  // namespace
-
-namespace {
-
 // The mixes compared at `budget`, by name.
 Result<std::vector<std::string>> compared_names(Env& e, const std::map<std::string, uint64_t>& predicted, uint64_t budget) {
   const RunOptions& o = e.o;
@@ -194,8 +195,9 @@ Result<std::vector<MixRow>> compared_mixes(Env& e, uint64_t budget) {
   if (e.o.compare == "none") return mixes;
   GAMMA_ASSIGN_OR_RETURN(auto predicted, predict_mixes(e));
   GAMMA_ASSIGN_OR_RETURN(auto names, compared_names(e, predicted, budget));
+  GAMMA_ASSIGN_OR_RETURN(std::string key, mix_cache_key(e));
   for (const auto& n : names) {
-    GAMMA_ASSIGN_OR_RETURN(MixRow r, make_mix(e, n, predicted.at(n)));
+    GAMMA_ASSIGN_OR_RETURN(MixRow r, make_mix(e, n, predicted.at(n), mix_cache(key, n)));
     r.fits = r.bytes <= budget;
     mixes.push_back(std::move(r));
   }
