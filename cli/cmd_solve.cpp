@@ -21,6 +21,8 @@ struct SolveOpts {
   std::string layer_scale;
   std::string blend;
   std::string choose_head;
+  std::string speed;
+  double min_decode = 0, min_prefill = 0;
 };
 
 void report(const solve::Allocation& a, const std::string& path, bool require_optimal) {
@@ -28,6 +30,9 @@ void report(const solve::Allocation& a, const std::string& path, bool require_op
   std::printf("%s: %s -> linear %.4f bpw, file %s; score %.9g, %s (gap %.3g) in %.2f ms\n", path.c_str(),
               a.budget.describe().c_str(), a.size.linear_bpw, solve::format_size(a.size.file_bytes).c_str(), s.score,
               s.optimal ? "optimal" : "NOT proven optimal", s.gap(), s.seconds * 1e3);
+  if (a.plan.info.contains("speed"))
+    std::printf("%s: predicted tg128 %.2f tok/s, pp512 %.2f tok/s on this machine\n", path.c_str(),
+                a.plan.info["speed"].value("predicted_tg128", 0.0), a.plan.info["speed"].value("predicted_pp512", 0.0));
   if (!s.optimal && !require_optimal)
     std::fprintf(stderr, "gamma: warning: %s: not proven optimal within the limits; best found %.9g, upper bound %.9g\n",
                  path.c_str(), s.score, s.upper_bound);
@@ -47,6 +52,9 @@ void run_solve(const SolveOpts& o) {
   r.layer_scale = o.layer_scale;
   r.choose_head = o.choose_head;
   r.fill = o.fill;
+  r.speed = o.speed;
+  r.min_decode = o.min_decode;
+  r.min_prefill = o.min_prefill;
   r.knapsack.max_seconds = o.time_limit;
   if (!o.bpw.empty()) r.budget = solve::Budget::of_bpw(value_or_fail(solve::parse_bpw(o.bpw)));
   else if (!o.size.empty()) r.budget = solve::Budget::of_file_bytes(value_or_fail(solve::parse_size(o.size)));
@@ -114,6 +122,9 @@ void add_solve(CLI::App& app) {
   c->add_option("--layer-scale", o->layer_scale, "LAYERS.json (gamma layers): after --transform, rescale each layer's scores so that taking it from the source's types to the measured low type costs its measured KLD");
   c->add_option("--choose-head", o->choose_head, "LAYERS.json (gamma layers --head): choose the output head and embedding among the types it measured, each combination solved exactly, the least predicted KLD kept (its measured cost plus the body's scores in KLD units, by the same file's layers); with --size");
   c->add_option("--fill", o->fill, "spend at least this fraction of the budget (e.g. 0.995): scores reused away from their learned target");
+  c->add_option("--speed", o->speed, "SPEED.json (gamma speed --pool): record each plan's predicted tokens/s on the machine it was measured on; with --size");
+  c->add_option("--min-decode", o->min_decode, "tokens/s the plan must decode at (llama-bench tg128, as the speed table predicts it)");
+  c->add_option("--min-prefill", o->min_prefill, "tokens/s the plan must process prompts at (llama-bench pp512, as the speed table predicts it)");
   c->add_flag("--require-optimal", o->require_optimal, "fail (write nothing) unless every plan is proven optimal");
   c->add_option("-o,--output", o->out, "plan JSON to write (a directory with --sweep)")->required();
   c->callback([o] { run_solve(*o); });

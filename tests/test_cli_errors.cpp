@@ -195,6 +195,19 @@ TEST_F(Fixture, ResourceLimitsAreOneLineErrors) {
             std::string::npos);
   EXPECT_NE(fails("run " + stories260k() + " --size 0 --dry-run -w " + out + "/w").find("feasible range"),
             std::string::npos);
+  // Time budgets: a speed table is needed, with a file-size budget, and must be one.
+  EXPECT_NE(fails("solve --pool " + pool + " --score-from-manifest --size 1MiB --min-decode 10 -o " + out + "/p.json")
+                .find("need --speed"),
+            std::string::npos);
+  EXPECT_NE(fails("solve --pool " + pool + " --score-from-manifest --bpw 4 --speed " + pool + "/manifest.json -o " + out +
+                  "/p.json")
+                .find("file-size budget"),
+            std::string::npos);
+  EXPECT_NE(fails("solve --pool " + pool + " --score-from-manifest --size 1MiB --speed " + pool +
+                  "/manifest.json --min-decode 10 -o " + out + "/p.json")
+                .find("gamma.speed"),
+            std::string::npos);
+  EXPECT_NE(fails("speed " + out + "/missing.gguf").find("no such file"), std::string::npos);
 
   std::ofstream(d / "empty.txt").close();
   std::ofstream(d / "huge.txt").close();

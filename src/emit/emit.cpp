@@ -65,8 +65,7 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
   }
 
   const PlanSize size = plan_size(man, plan);
-  std::map<std::string, std::string> fixed = default_fixed_types(man, size.linear_bpw);
-  for (const auto& [k, v] : plan.fixed) fixed[k] = v;
+  const std::map<std::string, std::string> fixed = plan_fixed_types(man, plan);
 
   // Per tensor: its output type and, for linear modules, where its bytes live.
   std::map<std::string, ggml_type> out_type;

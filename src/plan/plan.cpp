@@ -144,6 +144,12 @@ PlanSize plan_size(const Manifest& m, const Plan& p) {
   return s;
 }
 
+std::map<std::string, std::string> plan_fixed_types(const Manifest& m, const Plan& p) {
+  auto fixed = default_fixed_types(m, plan_size(m, p).linear_bpw);
+  for (const auto& [k, v] : p.fixed) fixed[k] = v;
+  return fixed;
+}
+
 Result<Plan> uniform_plan(const Manifest& m, const std::string& type) {
   GAMMA_ASSIGN_OR_RETURN(ggml_type t, parse_type(type));
   Plan p;

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "solve/budget.h"
+#include "solve/timed.h"
 
 namespace gm::solve {
 
@@ -12,6 +13,7 @@ Result<Allocator> Allocator::create(const Manifest& m, scores::Scores scores, co
                                     KnapsackOptions opt, std::map<std::string, std::string> fixed_types) {
   Allocator a;
   a.m_ = &m;
+  a.opt_ = opt;
   for (const auto& [name, type] : fixed_types)
     GAMMA_RETURN_IF_ERROR(check_fixed_type(m, name, type).with_context("--fixed " + name + "=" + type));
   a.fixed_override_ = std::move(fixed_types);
@@ -118,6 +120,73 @@ Result<Allocation> Allocator::solve(const Budget& b) const {
   GAMMA_RETURN_IF_ERROR(fixed_for_size(b.file_bytes, &fbpw, &fixed, &capacity));
   GAMMA_ASSIGN_OR_RETURN(KnapsackSolution sol, by_file_bytes_->solve(capacity));
   return finish(b, capacity, fbpw, fixed, std::move(sol));
+}
+
+Result<Allocation> Allocator::solve(const Budget& b, const SpeedBudget& sp) const {
+  if (!sp.table) return solve(b);
+  if (b.kind != Budget::Kind::kFileBytes)
+    return Status::error("a speed budget takes a file-size budget (--size): the head and the rest of the file take time too");
+  const speed::CostTable& t = *sp.table;
+  GAMMA_RETURN_IF_ERROR(t.covers(*m_));
+  double fbpw = 0;
+  std::map<std::string, std::string> fixed;
+  uint64_t capacity = 0;
+  GAMMA_RETURN_IF_ERROR(fixed_for_size(b.file_bytes, &fbpw, &fixed, &capacity));
+  GAMMA_ASSIGN_OR_RETURN(speed::Weight head, speed::head_of(*m_));
+  head.type = fixed.at(head.name);
+  GAMMA_ASSIGN_OR_RETURN(speed::KernelTime head_t, t.at(head.name, head.type));
+  GAMMA_ASSIGN_OR_RETURN(uint64_t head_bytes, speed::weights_bytes({head}));
+  // The cache share of a plan's weights is priced at the budget's size (a plan fills it).
+  const uint64_t weights = capacity + head_bytes;
+  const auto& classes = by_file_bytes_->classes();
+  const double fixed_decode = t.rest.decode_us + head_t.decode_in(weights);
+  const double fixed_prefill = t.rest.prefill_us + head_t.prefill_us;
+  std::vector<TimeResource> res;
+  std::vector<std::string> names;
+  auto add = [&](double min_tps, double per, double fixed_us, bool decode, const char* what) -> Status {
+    if (!(min_tps > 0)) return Status::ok();
+    TimeResource r;
+    r.cap = per / min_tps - fixed_us;
+    for (size_t i = 0; i < m_->modules.size(); ++i) {
+      const ModuleEntry& e = m_->modules[i];
+      std::vector<double> row;
+      for (int j : cand_[i]) {
+        GAMMA_ASSIGN_OR_RETURN(speed::KernelTime k, t.at(e.name, e.candidates[j].id));
+        row.push_back(decode ? k.decode_in(weights) : k.prefill_us);
+      }
+      r.time.push_back(std::move(row));
+    }
+    GAMMA_ASSIGN_OR_RETURN(double f, fastest(classes, r, capacity, opt_));
+    if (f > r.cap)
+      return Status::errorf("no plan of at most {} {} at {:.2f} tok/s here: the fastest {:.2f} tok/s (speed table's prediction)",
+                            format_size(b.file_bytes), what, min_tps, per / (f + fixed_us));
+    res.push_back(std::move(r));
+    names.push_back(decode ? "decode" : "prefill");
+    return Status::ok();
+  };
+  GAMMA_RETURN_IF_ERROR(add(sp.min_decode_tps, 1e6, fixed_decode, true, "decodes"));
+  GAMMA_RETURN_IF_ERROR(add(sp.min_prefill_tps, 1e6 * speed::kPrefillBatch, fixed_prefill, false, "processes prompts"));
+  Allocation a;
+  json lagrange = json::object();
+  if (res.empty()) {
+    GAMMA_ASSIGN_OR_RETURN(a, solve(b));
+  } else {
+    GAMMA_ASSIGN_OR_RETURN(TimedSolution ts, solve_timed(classes, res, capacity, opt_));
+    GAMMA_ASSIGN_OR_RETURN(a, finish(b, capacity, fbpw, fixed, std::move(ts.sol)));
+    a.plan.info["solver"] = "multiple-choice knapsack with time budgets (Lagrangian bound + exact byte knapsack)";
+    for (size_t r = 0; r < res.size(); ++r)
+      lagrange[names[r]] = {{"cap_us", res[r].cap}, {"plan_us", ts.time[r]}, {"lambda", ts.lambda[r]}};
+    lagrange["knapsack_solves"] = ts.solves;
+  }
+  GAMMA_ASSIGN_OR_RETURN(speed::Speed pred, t.predict(*m_, a.plan));
+  a.plan.info["speed"] = {{"min_decode_tps", sp.min_decode_tps},
+                          {"min_prefill_tps", sp.min_prefill_tps},
+                          {"predicted_tg128", pred.decode_tps},
+                          {"predicted_pp512", pred.prefill_tps},
+                          {"machine", t.machine},
+                          {"threads", t.threads},
+                          {"time_budgets", lagrange}};
+  return a;
 }
 
 Result<std::vector<Allocation>> Allocator::sweep(const std::vector<double>& bpws) const {

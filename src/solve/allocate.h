@@ -12,10 +12,19 @@
 #include "solve/knapsack.h"
 #include "scores/scores.h"
 #include "solve/budget.h"
+#include "speed/speed.h"
 #include "util/json.h"
 #include "util/status.h"
 
 namespace gm::solve {
+
+// Time budgets beside the bytes: the plan must decode (tg128) and/or process prompts (pp512) at
+// least this fast on the machine the speed table was measured on (0: no budget).
+struct SpeedBudget {
+  const speed::CostTable* table = nullptr;  // none: no time budget, no predicted speeds
+  double min_decode_tps = 0, min_prefill_tps = 0;
+  bool binds() const { return table && (min_decode_tps > 0 || min_prefill_tps > 0); }
+};
 
 struct Allocation {
   Budget budget;
@@ -39,6 +48,10 @@ class Allocator {
   // feasible one; an answer not proven optimal is returned with its gap (see
   // Allocation::solution.optimal), never passed off as optimal.
   Result<Allocation> solve(const Budget& b) const;
+  // The best plan within the bytes (a file-size budget) and the time budgets (solve/timed.h:
+  // Lagrangian bound, gap recorded in the plan). A speed no plan of that size reaches fails
+  // naming the fastest one. With a table and no minimum, the plain solve plus its predicted speeds.
+  Result<Allocation> solve(const Budget& b, const SpeedBudget& s) const;
   // One plan per bpw budget, solved in increasing order so each answer seeds the next; all
   // or nothing (the first infeasible budget fails the sweep).
   Result<std::vector<Allocation>> sweep(const std::vector<double>& bpws) const;
@@ -61,6 +74,7 @@ class Allocator {
                         uint64_t* capacity) const;
 
   const Manifest* m_ = nullptr;
+  KnapsackOptions opt_;
   scores::Scores scores_;
   std::vector<std::string> constraint_specs_;
   size_t unscored_ = 0;

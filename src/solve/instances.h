@@ -88,8 +88,9 @@ inline int64_t total_params(const Shape& sh) {
   return n * sh.n_layer;
 }
 
-// CBC on the same problem (binary x_ij, one per class, one weight row). `capacity` is
-// passed as a double: exact for the byte counts used here (< 2^53).
+// CBC on the same problem (binary x_ij, one per class, one weight row, plus one row per time
+// budget: times[r][i][j] summed <= caps[r]). `capacity` is passed as a double: exact for the
+// byte counts used here (< 2^53).
 struct CbcAnswer {
   bool optimal = false;
   double score = NAN;
@@ -98,7 +99,9 @@ struct CbcAnswer {
   double seconds = 0;
 };
 inline CbcAnswer cbc_solve(const std::vector<KnapsackClass>& cls, uint64_t capacity,
-                           double max_seconds = 600) {
+                           double max_seconds = 600,
+                           const std::vector<std::vector<std::vector<double>>>& times = {},
+                           const std::vector<double>& caps = {}) {
   int n = int(cls.size());
   std::vector<int> start{0}, ind, owner, item;
   std::vector<double> val, obj, lo, up;
@@ -106,6 +109,7 @@ inline CbcAnswer cbc_solve(const std::vector<KnapsackClass>& cls, uint64_t capac
     for (size_t j = 0; j < cls[i].weight.size(); ++j) {
       ind.push_back(i), val.push_back(1);
       ind.push_back(n), val.push_back(double(cls[i].weight[j]));
+      for (size_t r = 0; r < times.size(); ++r) ind.push_back(n + 1 + int(r)), val.push_back(times[r][i][j]);
       start.push_back(int(ind.size()));
       obj.push_back(cls[i].score[j]), lo.push_back(0), up.push_back(1);
       owner.push_back(i), item.push_back(int(j));
@@ -114,8 +118,9 @@ inline CbcAnswer cbc_solve(const std::vector<KnapsackClass>& cls, uint64_t capac
   int ncol = int(obj.size());
   std::vector<double> rlo(n + 1, 1), rup(n + 1, 1);
   rlo[n] = -1e30, rup[n] = double(capacity);
+  for (double c : caps) rlo.push_back(-1e30), rup.push_back(c);
   Cbc_Model* m = Cbc_newModel();
-  Cbc_loadProblem(m, ncol, n + 1, start.data(), ind.data(), val.data(), lo.data(), up.data(),
+  Cbc_loadProblem(m, ncol, n + 1 + int(caps.size()), start.data(), ind.data(), val.data(), lo.data(), up.data(),
                   obj.data(), rlo.data(), rup.data());
   for (int j = 0; j < ncol; ++j) Cbc_setInteger(m, j);
   Cbc_setObjSense(m, -1);

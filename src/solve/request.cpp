@@ -53,6 +53,14 @@ Status Request::check() const {
     return Status::error("--choose-head takes a file-size budget (--size): a --bpw budget does not pay for the head");
   if (!choose_head.empty() && fill > 0) return Status::error("--choose-head and --fill do not combine");
   if (!blend.empty() && scores.empty()) return Status::error("--blend needs --scores (it blends two scorers' files)");
+  if (!(min_decode >= 0 && min_prefill >= 0 && std::isfinite(min_decode) && std::isfinite(min_prefill)))
+    return Status::error("--min-decode and --min-prefill must be tokens per second (> 0)");
+  if ((min_decode > 0 || min_prefill > 0) && speed.empty())
+    return Status::error("--min-decode and --min-prefill need --speed SPEED.json (gamma speed --pool)");
+  if (!speed.empty() && (!budget || budget->kind != Budget::Kind::kFileBytes))
+    return Status::error("--speed takes a file-size budget (--size): the head and the rest of the file take time too");
+  if (!speed.empty() && (fill > 0 || !choose_head.empty()))
+    return Status::error("--speed does not combine with --fill or --choose-head");
   return Status::ok();
 }
 
@@ -83,6 +91,11 @@ Result<Outcome> solve_request(const Manifest& m, const Request& r) {
     double kappa = 0;
     GAMMA_ASSIGN_OR_RETURN(a, solve_filled(m, s, r.constraints, r.knapsack, r.fixed, *r.budget, r.fill, &kappa));
     a.plan.info["fill"] = {{"fraction", r.fill}, {"kappa", kappa}};
+  } else if (!r.speed.empty()) {
+    GAMMA_ASSIGN_OR_RETURN(speed::CostTable table, speed::CostTable::load(r.speed));
+    SpeedBudget sp{&table, r.min_decode, r.min_prefill};
+    GAMMA_ASSIGN_OR_RETURN(a, alloc.solve(*r.budget, sp));
+    a.plan.info["speed"]["table"] = r.speed;
   } else {
     GAMMA_ASSIGN_OR_RETURN(a, alloc.solve(*r.budget));
   }

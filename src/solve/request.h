@@ -28,6 +28,8 @@ struct Request {
   std::optional<Budget> budget;  // exactly one of budget and sweep
   std::vector<double> sweep;     // bpw budgets
   double fill = 0;               // (0, 1]: spend at least this fraction of the budget
+  std::string speed;             // gamma.speed table: predicted speeds recorded, time budgets priced
+  double min_decode = 0, min_prefill = 0;  // tokens/s the plan must reach (needs speed, --size)
   KnapsackOptions knapsack;
 
   // The combinations that do not make sense, in one line each, before anything is read.

@@ -1,0 +1,127 @@
+// gamma speed: how fast files decode and process prompts on this machine, predicted from the
+// kernel time of each weight (src/speed/speed.h), optionally beside llama-bench's measurement;
+// or, with --pool, the gamma.speed table Stage II budgets time with.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "gguf_model/model.h"
+#include "pool/manifest.h"
+#include "speed/speed.h"
+#include "util/files.h"
+#include "util/threads.h"
+
+namespace gm::cli {
+namespace {
+
+struct SpeedOpts {
+  std::vector<std::string> files;
+  std::string reference, pool, out, llama_bin;
+  bool bench = false;
+  int reps = 3, threads = 0;
+};
+
+std::string llama_bench(const SpeedOpts& o) {
+  std::string bin = o.llama_bin;
+  if (bin.empty()) {
+    const char* env = std::getenv("GAMMA_LLAMA_BIN");
+    bin = env && *env ? env : exe_dir() + "/../bin";
+  }
+  return bin + "/llama-bench";
+}
+
+void run_pool(const SpeedOpts& o, speed::CostModel& cm) {
+  if (o.out.empty()) throw Failure("--pool needs --out (the gamma.speed file to write)");
+  if (!o.files.empty()) throw Failure("give files or --pool, not both");
+  fail_if(check_writable_dir(o.out));
+  Manifest m = value_or_fail(Manifest::load(o.pool));
+  speed::CostTable t = value_or_fail(speed::cost_table(m, cm, llama_bench(o)));
+  fail_if(t.save(o.out));
+  std::printf("speed table: %zu modules, rest %.0f us/token decode, %.0f us/batch prompt (%s) -> %s\n", t.cost.size(),
+              t.rest.decode_us, t.rest.prefill_us, t.rest.reference.c_str(), o.out.c_str());
+}
+
+void run_files(const SpeedOpts& o, speed::CostModel& cm) {
+  if (o.files.empty()) throw Failure("give GGUF files, or --pool");
+  for (const auto& f : o.files)
+    if (!file_exists(f)) throw Failure(fmt::format("{}: no such file", f));
+  if (!o.out.empty()) fail_if(check_writable_dir(o.out));
+  const std::string ref = o.reference.empty() ? o.files.front() : o.reference;
+  if (!file_exists(ref)) throw Failure(fmt::format("{}: no such file", ref));
+  // Every file must be the model the rest was measured on (same shapes).
+  auto ref_model = value_or_fail(Model::open(ref));
+  const auto ref_w = value_or_fail(speed::weights_of(*ref_model));
+  fail_if(cm.calibrate(llama_bench(o), ref, o.reps, o.bench));
+  json rows = json::array();
+  std::vector<double> errs;
+  std::printf("%-40s %14s %10s %10s", "file", "bytes", "tg128 pred", "pp512 pred");
+  if (o.bench) std::printf(" %10s %10s %7s %7s", "tg128", "pp512", "tg err", "pp err");
+  std::printf("\n");
+  for (const auto& f : o.files) {
+    auto model = value_or_fail(Model::open(f));
+    const auto ws = value_or_fail(speed::weights_of(*model));
+    bool same = ws.size() == ref_w.size();
+    for (const auto& w : ws) {
+      auto it = std::find_if(ref_w.begin(), ref_w.end(), [&](const speed::Weight& r) { return r.name == w.name; });
+      same = same && it != ref_w.end() && it->n_in == w.n_in && it->n_out == w.n_out;
+    }
+    if (!same) throw Failure(fmt::format("{} is not the model of the reference {} (other weights)", f, ref));
+    const speed::Speed p = value_or_fail(cm.predict(ws));
+    json row = {{"file", f}, {"bytes", model->file_size()}, {"predicted_tg128", p.decode_tps}, {"predicted_pp512", p.prefill_tps}};
+    std::printf("%-40s %14llu %10.2f %10.2f", std::filesystem::path(f).filename().string().c_str(),
+                static_cast<unsigned long long>(model->file_size()), p.decode_tps, p.prefill_tps);
+    if (o.bench) {
+      const speed::Speed b = value_or_fail(speed::bench(llama_bench(o), f, cm.threads(), o.reps));
+      const double etg = 100.0 * (p.decode_tps / b.decode_tps - 1), epp = 100.0 * (p.prefill_tps / b.prefill_tps - 1);
+      row["tg128"] = b.decode_tps;
+      row["pp512"] = b.prefill_tps;
+      row["tg128_error_pct"] = etg;
+      row["pp512_error_pct"] = epp;
+      std::printf(" %10.2f %10.2f %+6.1f%% %+6.1f%%", b.decode_tps, b.prefill_tps, etg, epp);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+    rows.push_back(row);
+  }
+  if (!o.out.empty()) {
+    json j = json_header("gamma.speed.check", 1);
+    j["machine"] = speed::kernel_signature();
+    j["threads"] = cm.threads();
+    j["reference"] = ref;
+    j["rest_decode_us"] = cm.rest().decode_us;
+    j["rest_prefill_us"] = cm.rest().prefill_us;
+    j["llama_bench_reps"] = o.reps;
+    j["files"] = rows;
+    fail_if(write_json(o.out, j));
+  }
+}
+
+void add_speed(CLI::App& app) {
+  auto o = std::make_shared<SpeedOpts>();
+  auto* c = app.add_subcommand("speed", "predict files' tokens/s on this machine (or --pool: the speed table for solve)");
+  c->add_option("files", o->files, "GGUF files of one model");
+  c->add_option("--pool", o->pool, "write the pool's speed table (gamma.speed) instead");
+  c->add_option("--reference", o->reference, "the file llama-bench measures the rest of the graph on (default: the first)");
+  c->add_flag("--bench", o->bench, "also measure each file with llama-bench and print the prediction's error");
+  c->add_option("--reps", o->reps, "llama-bench repetitions")->capture_default_str();
+  c->add_option("-o,--out", o->out, "JSON output");
+  c->add_option("--llama-bin", o->llama_bin, "directory of llama-bench (default: $GAMMA_LLAMA_BIN, else beside gamma)");
+  c->add_option("-t,--threads", o->threads, "threads (default: all cores)");
+  c->callback([o] {
+    if (o->reps < 1) throw Failure("--reps must be positive");
+    speed::CostModel cm = value_or_fail(speed::CostModel::open(resolve_threads(o->threads)));
+    if (!o->pool.empty())
+      run_pool(*o, cm);
+    else
+      run_files(*o, cm);
+  });
+}
+
+}  // namespace
+GAMMA_COMMAND(85, add_speed);
+}  // namespace gm::cli

@@ -1,0 +1,313 @@
+#include "speed/speed.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "gguf_model/model.h"
+#include "util/files.h"
+#include "util/proc.h"
+
+namespace gm::speed {
+namespace {
+
+std::string kernel_key(const std::string& type, int64_t n_in, int64_t n_out, bool head) {
+  return fmt::format("{} {} {}{}", type, n_in, n_out, head ? " head" : "");
+}
+
+json time_json(const KernelTime& k) {
+  return json{{"decode_us", k.decode_us}, {"decode_hot_us", k.decode_hot_us}, {"prefill_us", k.prefill_us}};
+}
+KernelTime time_from(const json& j) {
+  KernelTime k;
+  k.decode_us = j.at("decode_us").get<double>();
+  k.decode_hot_us = j.at("decode_hot_us").get<double>();
+  k.prefill_us = j.at("prefill_us").get<double>();
+  for (double v : {k.decode_us, k.decode_hot_us, k.prefill_us})
+    if (!(v > 0 && std::isfinite(v))) throw std::invalid_argument("a kernel time is not a positive number");
+  return k;
+}
+json rest_json(const Rest& r) {
+  return json{{"decode_us", r.decode_us},
+              {"prefill_us", r.prefill_us},
+              {"reference", r.reference},
+              {"reference_tg128", r.reference_bench.decode_tps},
+              {"reference_pp512", r.reference_bench.prefill_tps}};
+}
+Rest rest_from(const json& j) {
+  Rest r;
+  r.decode_us = j.at("decode_us").get<double>();
+  r.prefill_us = j.at("prefill_us").get<double>();
+  r.reference = j.at("reference").get<std::string>();
+  r.reference_bench.decode_tps = j.at("reference_tg128").get<double>();
+  r.reference_bench.prefill_tps = j.at("reference_pp512").get<double>();
+  return r;
+}
+
+// The tensors llama.cpp multiplies by: the linear modules and the head.
+std::string head_name(const Model& m) { return m.tied_embeddings() ? "token_embd.weight" : "output.weight"; }
+
+}  // namespace
+
+Result<std::vector<Weight>> weights_of(const Model& m) {
+  std::vector<Weight> ws;
+  for (const auto& l : m.linear()) {
+    const TensorInfo& t = m.tensors().at(l.tensor);
+    if (t.shape.size() != 2)
+      return Status::errorf("speed: {} is {}-D (experts): the speed model prices 2-D weights only", t.name, t.shape.size());
+    ws.push_back({t.name, type_name(t.type), t.shape[0], t.shape[1], false});
+  }
+  const int64_t h = m.find(head_name(m));
+  if (h < 0) return Status::errorf("speed: {} has no output head", m.path());
+  const TensorInfo& t = m.tensors().at(static_cast<size_t>(h));
+  ws.push_back({t.name, type_name(t.type), t.shape.at(0), t.n_rows(), true});
+  return ws;
+}
+
+Result<Weight> head_of(const Manifest& m) {
+  const std::string name = output_head(m);
+  for (const auto& f : m.fixed)
+    if (f.name == name && f.shape.size() >= 2)
+      return Weight{name, f.source_type, f.shape[0], f.shape[1], true};
+  return Status::errorf("speed: the pool has no output head ({})", name);
+}
+
+Result<std::vector<Weight>> weights_of(const Manifest& m, const Plan& p) {
+  GAMMA_RETURN_IF_ERROR(p.validate(m));
+  std::vector<Weight> ws;
+  for (const auto& e : m.modules) {
+    if (e.shape.size() != 2)
+      return Status::errorf("speed: {} is {}-D (experts): the speed model prices 2-D weights only", e.name, e.shape.size());
+    const Candidate* c = e.find(p.modules.at(e.name));
+    ws.push_back({e.name, c->type, e.shape[0], e.shape[1], false});
+  }
+  GAMMA_ASSIGN_OR_RETURN(Weight head, head_of(m));
+  head.type = plan_fixed_types(m, p).at(head.name);
+  ws.push_back(head);
+  return ws;
+}
+
+Result<Speed> bench(const std::string& llama_bench, const std::string& gguf, int threads, int reps) {
+  if (!file_exists(llama_bench)) return Status::errorf("{}: no such file (llama-bench)", llama_bench);
+  GAMMA_ASSIGN_OR_RETURN(std::string out,
+                         capture({llama_bench, "-m", gguf, "-t", std::to_string(threads), "-p",
+                                  std::to_string(kPrefillBatch), "-n", "128", "-r", std::to_string(reps), "-o", "json"}));
+  // llama-bench prints its log lines (stderr, captured too) before the JSON array.
+  const size_t at = out.find("[\n");
+  json j = json::parse(at == std::string::npos ? std::string() : out.substr(at), nullptr, false);
+  if (!j.is_array()) return Status::errorf("llama-bench on {} printed no results: {}", gguf, out.substr(0, 300));
+  // The fastest repetition: another process's load only slows a run down (kernels.cpp too).
+  Speed s;
+  for (const auto& row : j) {
+    const int64_t np = row.value("n_prompt", int64_t{0}), ng = row.value("n_gen", int64_t{0});
+    double ts = 0;
+    for (const auto& v : row.value("samples_ts", json::array()))
+      if (v.is_number()) ts = std::max(ts, v.get<double>());
+    if (np == kPrefillBatch && ng == 0) s.prefill_tps = ts;
+    if (np == 0 && ng == 128) s.decode_tps = ts;
+  }
+  if (!(s.decode_tps > 0 && s.prefill_tps > 0)) return Status::errorf("llama-bench on {}: no tg128/pp512 rows", gguf);
+  return s;
+}
+
+Result<CostModel> CostModel::open(int threads) {
+  if (threads < 1) return Status::error("speed: threads must be positive");
+  CostModel cm;
+  cm.threads_ = threads;
+  cm.signature_ = kernel_signature() + fmt::format(" threads={}", threads);
+  const std::string dir = cache_dir() + "/speed";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  cm.path_ = dir + "/" + sha256_hex(cm.signature_.data(), cm.signature_.size()).substr(0, 24) + ".json";
+  if (!file_exists(cm.path_)) return cm;
+  // A cache that cannot be read is measured again, not trusted.
+  auto j = read_json(cm.path_, "gamma.speed.cache", 1);
+  if (!j.is_ok()) return cm;
+  try {
+    if (j.value().at("signature").get<std::string>() != cm.signature_) return cm;
+    for (const auto& [k, v] : j.value().at("kernels").items()) cm.kernels_[k] = time_from(v);
+    for (const auto& [k, v] : j.value().at("rests").items()) cm.rests_[k] = rest_from(v);
+  } catch (const std::exception&) {
+    cm.kernels_.clear();
+    cm.rests_.clear();
+  }
+  return cm;
+}
+
+Status CostModel::save() const {
+  json j = json_header("gamma.speed.cache", 1);
+  j["signature"] = signature_;
+  json k = json::object(), r = json::object();
+  for (const auto& [key, t] : kernels_) k[key] = time_json(t);
+  for (const auto& [key, rest] : rests_) r[key] = rest_json(rest);
+  j["kernels"] = k;
+  j["rests"] = r;
+  return write_json(path_, j);
+}
+
+Result<KernelTime> CostModel::kernel(const std::string& type, int64_t n_in, int64_t n_out, bool head) {
+  const std::string key = kernel_key(type, n_in, n_out, head);
+  if (auto it = kernels_.find(key); it != kernels_.end()) return it->second;
+  GAMMA_ASSIGN_OR_RETURN(KernelTime k, time_matmul(type, n_in, n_out, threads_, head));
+  kernels_[key] = k;
+  GAMMA_RETURN_IF_ERROR(save());
+  return k;
+}
+
+Result<uint64_t> weights_bytes(const std::vector<Weight>& ws) {
+  uint64_t total = 0;
+  for (const auto& w : ws) {
+    GAMMA_ASSIGN_OR_RETURN(ggml_type t, parse_type(w.type));
+    total += ggml_row_size(t, w.n_in) * static_cast<uint64_t>(w.n_out);
+  }
+  return total;
+}
+
+Result<KernelTime> CostModel::weights_time(const std::vector<Weight>& ws) {
+  GAMMA_ASSIGN_OR_RETURN(uint64_t bytes, weights_bytes(ws));
+  KernelTime sum;
+  for (const auto& w : ws) {
+    GAMMA_ASSIGN_OR_RETURN(KernelTime k, kernel(w.type, w.n_in, w.n_out, w.head));
+    sum.decode_us += k.decode_in(bytes);
+    sum.prefill_us += k.prefill_us;
+  }
+  return sum;
+}
+
+Status CostModel::calibrate(const std::string& llama_bench, const std::string& reference, int reps, bool fresh) {
+  GAMMA_ASSIGN_OR_RETURN(std::string sha, sha256_file_cached(reference));
+  if (auto it = rests_.find(sha); it != rests_.end() && !fresh) {
+    rest_ = it->second;
+    return Status::ok();
+  }
+  GAMMA_ASSIGN_OR_RETURN(auto model, Model::open(reference));
+  GAMMA_ASSIGN_OR_RETURN(auto ws, weights_of(*model));
+  GAMMA_ASSIGN_OR_RETURN(KernelTime w, weights_time(ws));
+  GAMMA_ASSIGN_OR_RETURN(Speed s, bench(llama_bench, reference, threads_, reps));
+  Rest r;
+  // Negative when the kernels measured alone are slower than inside llama.cpp; kept as measured
+  // (the check against llama-bench on other files is what says whether the model holds).
+  r.decode_us = s.decode_us() - w.decode_us;
+  r.prefill_us = s.prefill_us() - w.prefill_us;
+  r.reference = std::filesystem::absolute(reference).string();
+  r.reference_bench = s;
+  rests_[sha] = r;
+  rest_ = r;
+  return save();
+}
+
+Result<Speed> CostModel::predict(const std::vector<Weight>& ws) {
+  if (!calibrated()) return Status::error("speed: the model's rest is not measured (calibrate on a reference file)");
+  GAMMA_ASSIGN_OR_RETURN(KernelTime w, weights_time(ws));
+  const double d = w.decode_us + rest_.decode_us, p = w.prefill_us + rest_.prefill_us;
+  if (!(d > 0 && p > 0)) return Status::error("speed: the predicted time is not positive (the rest is mis-measured)");
+  Speed s;
+  s.decode_tps = 1e6 / d;
+  s.prefill_tps = 1e6 * kPrefillBatch / p;
+  return s;
+}
+
+// ---- gamma.speed ----
+
+json CostTable::to_json() const {
+  json j = json_header(kSchema, kVersion);
+  j["model_fingerprint"] = model_fingerprint;
+  j["machine"] = machine;
+  j["threads"] = threads;
+  j["rest"] = rest_json(rest);
+  json c = json::object();
+  for (const auto& [mod, cands] : cost) {
+    json m = json::object();
+    for (const auto& [id, t] : cands) m[id] = time_json(t);
+    c[mod] = m;
+  }
+  j["cost"] = c;
+  return j;
+}
+
+Result<CostTable> CostTable::from_json(const json& j) {
+  try {
+    CostTable t;
+    t.model_fingerprint = j.at("model_fingerprint").get<std::string>();
+    t.machine = j.at("machine").get<std::string>();
+    t.threads = int_at<int>(j, "threads");
+    t.rest = rest_from(j.at("rest"));
+    for (const auto& [mod, cands] : j.at("cost").items())
+      for (const auto& [id, v] : cands.items()) t.cost[mod][id] = time_from(v);
+    return t;
+  } catch (const std::exception& e) {
+    return Status::errorf(Status::Code::kCorrupt, "not a gamma.speed file: {}", e.what());
+  }
+}
+
+Result<CostTable> CostTable::load(const std::string& path) { return load_typed<CostTable>(path); }
+Status CostTable::save(const std::string& path) const { return write_json(path, to_json()); }
+
+Status CostTable::covers(const Manifest& m) const {
+  if (model_fingerprint != m.model_fingerprint)
+    return Status::error("the speed table is of another model than the pool (fingerprints differ)");
+  for (const auto& e : m.modules) {
+    auto it = cost.find(e.name);
+    for (const auto& c : e.candidates)
+      if (it == cost.end() || !it->second.count(c.id))
+        return Status::errorf("the speed table does not price {} of {} (made for another pool? run gamma speed --pool again)",
+                              c.id, e.name);
+  }
+  return Status::ok();
+}
+
+Result<KernelTime> CostTable::at(const std::string& tensor, const std::string& id) const {
+  auto it = cost.find(tensor);
+  if (it == cost.end() || !it->second.count(id))
+    return Status::errorf("the speed table does not price {} at {} (run gamma speed --pool again)", tensor, id);
+  return it->second.at(id);
+}
+
+Result<Speed> CostTable::predict(const Manifest& m, const Plan& p) const {
+  GAMMA_ASSIGN_OR_RETURN(auto ws, weights_of(m, p));
+  GAMMA_ASSIGN_OR_RETURN(uint64_t bytes, weights_bytes(ws));
+  double d = rest.decode_us, pre = rest.prefill_us;
+  for (const auto& w : ws) {
+    GAMMA_ASSIGN_OR_RETURN(KernelTime k, at(w.name, w.head ? w.type : p.modules.at(w.name)));
+    d += k.decode_in(bytes);
+    pre += k.prefill_us;
+  }
+  if (!(d > 0 && pre > 0)) return Status::error("speed: the predicted time is not positive (the rest is mis-measured)");
+  Speed s;
+  s.decode_tps = 1e6 / d;
+  s.prefill_tps = 1e6 * kPrefillBatch / pre;
+  return s;
+}
+
+Result<CostTable> cost_table(const Manifest& m, CostModel& cm, const std::string& llama_bench) {
+  CostTable t;
+  t.model_fingerprint = m.model_fingerprint;
+  t.machine = kernel_signature();
+  t.threads = cm.threads();
+  for (const auto& e : m.modules) {
+    if (e.shape.size() != 2)
+      return Status::errorf("speed: {} is {}-D (experts): the speed model prices 2-D weights only", e.name, e.shape.size());
+    for (const auto& c : e.candidates) {
+      GAMMA_ASSIGN_OR_RETURN(KernelTime k, cm.kernel(c.type, e.shape[0], e.shape[1]));
+      t.cost[e.name][c.id] = k;
+    }
+  }
+  // The head at every type a plan can give it by default, and at every type of the pool.
+  GAMMA_ASSIGN_OR_RETURN(Weight head, head_of(m));
+  std::set<std::string> head_types(m.types.begin(), m.types.end());
+  head_types.insert(head.type);
+  for (double bpw = 1.0; bpw <= 16.0; bpw += 0.25) head_types.insert(default_fixed_types(m, bpw).at(head.name));
+  for (const auto& type : head_types) {
+    if (!check_fixed_type(m, head.name, type).is_ok()) continue;
+    GAMMA_ASSIGN_OR_RETURN(KernelTime k, cm.kernel(type, head.n_in, head.n_out, true));
+    t.cost[head.name][type] = k;
+  }
+  GAMMA_RETURN_IF_ERROR(cm.calibrate(llama_bench, m.model_path));
+  t.rest = cm.rest();
+  return t;
+}
+
+}  // namespace gm::speed

@@ -1,0 +1,127 @@
+// Speed as a budget: how many tokens per second a GGUF (or a plan of a pool) decodes and
+// processes on this machine, predicted from what each of its weight matrices costs here.
+//
+//   time per token = sum over matmul weights of the kernel's time (speed/kernels.h)
+//                    + the rest of the graph (attention, norms, rope, sampling glue)
+//
+// Kernel times are measured once per (CPU, ggml build, threads, type, shape) and kept under
+// cache_dir()/speed. The rest is measured once per model: llama-bench on a reference file of
+// that model (the source), minus its weights' kernel times; it is what llama-bench's tg128 and
+// pp512 see (a context of up to 128 / 512 tokens), not a long context's attention.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "plan/plan.h"
+#include "pool/manifest.h"
+#include "speed/kernels.h"
+#include "util/json.h"
+#include "util/status.h"
+
+namespace gm {
+class Model;
+}
+
+namespace gm::speed {
+
+// A matrix llama.cpp multiplies by every token: a linear module, or the output head (which
+// in prompt processing multiplies only the last token: llama.cpp computes no other logits).
+struct Weight {
+  std::string name;
+  std::string type;  // ggml type name
+  int64_t n_in = 0, n_out = 0;
+  bool head = false;
+};
+// The file's weights at the types it holds. Fails on 3-D (expert) weights: a MoE's decode cost
+// depends on how many experts a token uses, which this model does not price yet.
+Result<std::vector<Weight>> weights_of(const Model& m);
+// A plan's weights: each module at its candidate's type, the head at the plan's fixed type.
+Result<std::vector<Weight>> weights_of(const Manifest& m, const Plan& p);
+// The output head's tensor and shape in a manifest (output.weight, or token_embd when tied).
+Result<Weight> head_of(const Manifest& m);
+
+// Bytes of the weights' data (what decode streams per token).
+Result<uint64_t> weights_bytes(const std::vector<Weight>& ws);
+
+// Both speeds of one file as llama-bench reports them (tokens per second).
+struct Speed {
+  double decode_tps = 0;   // tg128
+  double prefill_tps = 0;  // pp512
+  double decode_us() const { return decode_tps > 0 ? 1e6 / decode_tps : 0; }
+  double prefill_us() const { return prefill_tps > 0 ? 1e6 * kPrefillBatch / prefill_tps : 0; }
+};
+
+// llama-bench (`llama_bench` is its path) on one file: tg128 and pp512, the fastest of `reps`
+// repetitions (on a shared machine, others' load only adds time).
+Result<Speed> bench(const std::string& llama_bench, const std::string& gguf, int threads, int reps);
+
+// The part of a token's time that is not a weight matrix, for one model on this machine.
+struct Rest {
+  double decode_us = 0, prefill_us = 0;  // prefill: per batch of kPrefillBatch tokens
+  std::string reference;                 // the file it was measured on
+  Speed reference_bench;                 // what llama-bench measured there
+};
+
+// The kernel timings of this machine (loaded from the cache; what is missing is measured and
+// saved) and, once calibrated, one model's rest.
+class CostModel {
+ public:
+  static Result<CostModel> open(int threads);
+  int threads() const { return threads_; }
+
+  // One weight's time; the head's prefill is one token's (time_matmul's decode_only).
+  Result<KernelTime> kernel(const std::string& type, int64_t n_in, int64_t n_out, bool head = false);
+  // Decode and prefill time of a set of weights (the head's prefill is one token's; decode with
+  // the cache share of their total bytes, KernelTime::decode_in).
+  Result<KernelTime> weights_time(const std::vector<Weight>& ws);
+  // The rest, measured with llama-bench on `reference` (a GGUF of the model), cached by the
+  // reference's sha256; `fresh` measures again (a check against llama-bench measures the
+  // reference at the time it measures the other files: this machine's speed drifts by 15 %
+  // over minutes when it is shared).
+  Status calibrate(const std::string& llama_bench, const std::string& reference, int reps = 3, bool fresh = false);
+  const Rest& rest() const { return rest_; }
+  bool calibrated() const { return !rest_.reference.empty(); }
+  // Weights' time + the rest; needs calibrate().
+  Result<Speed> predict(const std::vector<Weight>& ws);
+
+ private:
+  Status save() const;
+  int threads_ = 1;
+  std::string path_, signature_;
+  std::map<std::string, KernelTime> kernels_;  // "TYPE n_in n_out" (+ " head")
+  std::map<std::string, Rest> rests_;          // reference sha256 -> rest
+  Rest rest_;
+};
+
+// gamma.speed v1 (`gamma speed --pool`): what every candidate of every module of a pool costs
+// here, the head at each type a plan may give it, and the model's rest. Stage II reads it to
+// budget decode or prompt time (solve/request.h).
+struct CostTable {
+  static constexpr const char* kSchema = "gamma.speed";
+  static constexpr int kVersion = 1;
+  std::string model_fingerprint;
+  std::string machine;  // kernel_signature() and threads
+  int threads = 0;
+  Rest rest;
+  // module name -> candidate id -> time; "head" entries under the head tensor's name, by type.
+  std::map<std::string, std::map<std::string, KernelTime>> cost;
+
+  static Result<CostTable> load(const std::string& path);
+  Status save(const std::string& path) const;
+  json to_json() const;
+  static Result<CostTable> from_json(const json& j);
+  // Fails naming a module or candidate of `m` the table does not price.
+  Status covers(const Manifest& m) const;
+  // One entry; fails naming what the table lacks.
+  Result<KernelTime> at(const std::string& tensor, const std::string& id) const;
+  // A plan's speed by this table (what CostModel::predict says, without measuring anything).
+  Result<Speed> predict(const Manifest& m, const Plan& p) const;
+};
+
+// Measures (or reads from the cache) every candidate and head type of the pool, and the rest
+// on the pool's source model.
+Result<CostTable> cost_table(const Manifest& m, CostModel& cm, const std::string& llama_bench);
+
+}  // namespace gm::speed
