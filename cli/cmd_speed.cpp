@@ -23,7 +23,7 @@ struct SpeedOpts {
   std::vector<std::string> files;
   std::string reference, pool, out, llama_bin;
   bool bench = false;
-  int reps = 3, threads = 0;
+  int reps = 2, rounds = 3, threads = 0;
 };
 
 std::string llama_bench(const SpeedOpts& o) {
@@ -40,7 +40,7 @@ void run_pool(const SpeedOpts& o, speed::CostModel& cm) {
   if (!o.files.empty()) throw Failure("give files or --pool, not both");
   fail_if(check_writable_dir(o.out));
   Manifest m = value_or_fail(Manifest::load(o.pool));
-  speed::CostTable t = value_or_fail(speed::cost_table(m, cm, llama_bench(o)));
+  speed::CostTable t = value_or_fail(speed::cost_table(m, cm, llama_bench(o), o.reference));
   fail_if(t.save(o.out));
   std::printf("speed table: %zu modules, rest %.0f us/token decode, %.0f us/batch prompt (%s) -> %s\n", t.cost.size(),
               t.rest.decode_us, t.rest.prefill_us, t.rest.reference.c_str(), o.out.c_str());
@@ -53,30 +53,55 @@ void run_files(const SpeedOpts& o, speed::CostModel& cm) {
   if (!o.out.empty()) fail_if(check_writable_dir(o.out));
   const std::string ref = o.reference.empty() ? o.files.front() : o.reference;
   if (!file_exists(ref)) throw Failure(fmt::format("{}: no such file", ref));
-  // Every file must be the model the rest was measured on (same shapes).
-  auto ref_model = value_or_fail(Model::open(ref));
-  const auto ref_w = value_or_fail(speed::weights_of(*ref_model));
-  fail_if(cm.calibrate(llama_bench(o), ref, o.reps, o.bench));
-  json rows = json::array();
-  std::vector<double> errs;
-  std::printf("%-40s %14s %10s %10s", "file", "bytes", "tg128 pred", "pp512 pred");
-  if (o.bench) std::printf(" %10s %10s %7s %7s", "tg128", "pp512", "tg err", "pp err");
-  std::printf("\n");
-  for (const auto& f : o.files) {
+  // Every file must be the model the rest is measured on (same weights and shapes); all kernel
+  // times are measured before any llama-bench run.
+  std::vector<std::string> files = {ref};
+  for (const auto& f : o.files)
+    if (f != ref) files.push_back(f);
+  const auto ref_w = value_or_fail(speed::weights_of(*value_or_fail(Model::open(ref))));
+  std::vector<std::vector<speed::Weight>> weights;
+  std::vector<uint64_t> sizes;
+  for (const auto& f : files) {
     auto model = value_or_fail(Model::open(f));
-    const auto ws = value_or_fail(speed::weights_of(*model));
+    auto ws = value_or_fail(speed::weights_of(*model));
     bool same = ws.size() == ref_w.size();
     for (const auto& w : ws) {
       auto it = std::find_if(ref_w.begin(), ref_w.end(), [&](const speed::Weight& r) { return r.name == w.name; });
       same = same && it != ref_w.end() && it->n_in == w.n_in && it->n_out == w.n_out;
     }
     if (!same) throw Failure(fmt::format("{} is not the model of the reference {} (other weights)", f, ref));
-    const speed::Speed p = value_or_fail(cm.predict(ws));
-    json row = {{"file", f}, {"bytes", model->file_size()}, {"predicted_tg128", p.decode_tps}, {"predicted_pp512", p.prefill_tps}};
-    std::printf("%-40s %14llu %10.2f %10.2f", std::filesystem::path(f).filename().string().c_str(),
-                static_cast<unsigned long long>(model->file_size()), p.decode_tps, p.prefill_tps);
+    value_or_fail(cm.weights_time(ws));
+    weights.push_back(std::move(ws));
+    sizes.push_back(model->file_size());
+  }
+  // llama-bench, round-robin: each round measures every file once and each file keeps its
+  // fastest round. This machine has slow phases of tens of seconds (10-20 %) that consecutive
+  // repetitions share; rounds spread a file's repetitions over the whole check.
+  std::vector<speed::Speed> best(files.size());
+  if (o.bench) {
+    for (int round = 0; round < o.rounds; ++round)
+      for (size_t i = 0; i < files.size(); ++i) {
+        const speed::Speed b = value_or_fail(speed::bench(llama_bench(o), files[i], cm.threads(), o.reps));
+        best[i].decode_tps = std::max(best[i].decode_tps, b.decode_tps);
+        best[i].prefill_tps = std::max(best[i].prefill_tps, b.prefill_tps);
+        std::fprintf(stderr, "round %d/%d %s: tg128 %.2f pp512 %.2f\n", round + 1, o.rounds, files[i].c_str(),
+                     b.decode_tps, b.prefill_tps);
+      }
+    fail_if(cm.calibrate_with(ref, best[0]));
+  } else {
+    fail_if(cm.calibrate(llama_bench(o), ref, o.reps));
+  }
+  json rows = json::array();
+  std::printf("%-40s %14s %10s %10s", "file", "bytes", "tg128 pred", "pp512 pred");
+  if (o.bench) std::printf(" %10s %10s %7s %7s", "tg128", "pp512", "tg err", "pp err");
+  std::printf("\n");
+  for (size_t i = 0; i < files.size(); ++i) {
+    const speed::Speed p = value_or_fail(cm.predict(weights[i]));
+    json row = {{"file", files[i]}, {"bytes", sizes[i]}, {"predicted_tg128", p.decode_tps}, {"predicted_pp512", p.prefill_tps}};
+    std::printf("%-40s %14llu %10.2f %10.2f", std::filesystem::path(files[i]).filename().string().c_str(),
+                static_cast<unsigned long long>(sizes[i]), p.decode_tps, p.prefill_tps);
     if (o.bench) {
-      const speed::Speed b = value_or_fail(speed::bench(llama_bench(o), f, cm.threads(), o.reps));
+      const speed::Speed& b = best[i];
       const double etg = 100.0 * (p.decode_tps / b.decode_tps - 1), epp = 100.0 * (p.prefill_tps / b.prefill_tps - 1);
       row["tg128"] = b.decode_tps;
       row["pp512"] = b.prefill_tps;
@@ -85,7 +110,6 @@ void run_files(const SpeedOpts& o, speed::CostModel& cm) {
       std::printf(" %10.2f %10.2f %+6.1f%% %+6.1f%%", b.decode_tps, b.prefill_tps, etg, epp);
     }
     std::printf("\n");
-    std::fflush(stdout);
     rows.push_back(row);
   }
   if (!o.out.empty()) {
@@ -96,6 +120,7 @@ void run_files(const SpeedOpts& o, speed::CostModel& cm) {
     j["rest_decode_us"] = cm.rest().decode_us;
     j["rest_prefill_us"] = cm.rest().prefill_us;
     j["llama_bench_reps"] = o.reps;
+    j["rounds"] = o.bench ? o.rounds : 0;
     j["files"] = rows;
     fail_if(write_json(o.out, j));
   }
@@ -106,14 +131,15 @@ void add_speed(CLI::App& app) {
   auto* c = app.add_subcommand("speed", "predict files' tokens/s on this machine (or --pool: the speed table for solve)");
   c->add_option("files", o->files, "GGUF files of one model");
   c->add_option("--pool", o->pool, "write the pool's speed table (gamma.speed) instead");
-  c->add_option("--reference", o->reference, "the file llama-bench measures the rest of the graph on (default: the first)");
+  c->add_option("--reference", o->reference, "the file llama-bench measures the rest of the graph on (default: the first file, or the pool's source)");
   c->add_flag("--bench", o->bench, "also measure each file with llama-bench and print the prediction's error");
+  c->add_option("--rounds", o->rounds, "with --bench: llama-bench rounds over all files, each file's fastest kept")->capture_default_str();
   c->add_option("--reps", o->reps, "llama-bench repetitions")->capture_default_str();
   c->add_option("-o,--out", o->out, "JSON output");
   c->add_option("--llama-bin", o->llama_bin, "directory of llama-bench (default: $GAMMA_LLAMA_BIN, else beside gamma)");
   c->add_option("-t,--threads", o->threads, "threads (default: all cores)");
   c->callback([o] {
-    if (o->reps < 1) throw Failure("--reps must be positive");
+    if (o->reps < 1 || o->rounds < 1) throw Failure("--reps and --rounds must be positive");
     speed::CostModel cm = value_or_fail(speed::CostModel::open(resolve_threads(o->threads)));
     if (!o->pool.empty())
       run_pool(*o, cm);

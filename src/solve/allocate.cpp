@@ -135,11 +135,8 @@ Result<Allocation> Allocator::solve(const Budget& b, const SpeedBudget& sp) cons
   GAMMA_ASSIGN_OR_RETURN(speed::Weight head, speed::head_of(*m_));
   head.type = fixed.at(head.name);
   GAMMA_ASSIGN_OR_RETURN(speed::KernelTime head_t, t.at(head.name, head.type));
-  GAMMA_ASSIGN_OR_RETURN(uint64_t head_bytes, speed::weights_bytes({head}));
-  // The cache share of a plan's weights is priced at the budget's size (a plan fills it).
-  const uint64_t weights = capacity + head_bytes;
   const auto& classes = by_file_bytes_->classes();
-  const double fixed_decode = t.rest.decode_us + head_t.decode_in(weights);
+  const double fixed_decode = t.rest.decode_us + head_t.decode_us;
   const double fixed_prefill = t.rest.prefill_us + head_t.prefill_us;
   std::vector<TimeResource> res;
   std::vector<std::string> names;
@@ -152,7 +149,7 @@ Result<Allocation> Allocator::solve(const Budget& b, const SpeedBudget& sp) cons
       std::vector<double> row;
       for (int j : cand_[i]) {
         GAMMA_ASSIGN_OR_RETURN(speed::KernelTime k, t.at(e.name, e.candidates[j].id));
-        row.push_back(decode ? k.decode_in(weights) : k.prefill_us);
+        row.push_back(decode ? k.decode_us : k.prefill_us);
       }
       r.time.push_back(std::move(row));
     }

@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <tuple>
 #include <memory>
 #include <random>
 #include <vector>
@@ -60,12 +64,9 @@ ggml_backend_buffer_type_t weight_buft(ggml_tensor* w) {
 }
 
 
-// Seconds per graph run of `copies` products W_i x (x: n_in x batch), the fastest of `reps`
-// after one warm-up: on a shared machine the others' load only ever adds time, so the minimum
-// is the kernel's own (llama-bench's side of the comparison is read the same way, speed.cpp). The weights hold one quantized block of random rows, tiled: the kernels do
-// not branch on the values, and quantizing a whole matrix (minutes for IQ2 types) buys nothing.
-Result<double> time_chain(ggml_type type, int64_t n_in, int64_t n_out, int64_t batch, int copies, int reps,
-                          int threads) {
+// One quantized block of random rows, tiled to the whole matrix: the kernels do not branch on
+// the values, and quantizing a whole matrix (minutes for IQ2 types) buys nothing.
+std::vector<uint8_t> weight_data(ggml_type type, int64_t n_in, int64_t n_out) {
   const size_t row_bytes = ggml_row_size(type, n_in);
   const int64_t block_rows = std::min<int64_t>(n_out, 64);
   std::vector<float> src(static_cast<size_t>(n_in * block_rows));
@@ -81,55 +82,115 @@ Result<double> time_chain(ggml_type type, int64_t n_in, int64_t n_out, int64_t b
     const int64_t n = std::min(block_rows, n_out - r);
     std::copy(block.begin(), block.begin() + n * row_bytes, data.begin() + r * row_bytes);
   }
+  return data;
+}
 
+}  // namespace
+
+// Seconds per graph run of the products W_i x_i (x_i: n_in x batch, one per row width), the
+// fastest of `reps` after one warm-up: on a shared machine the others' load only ever adds
+// time, so the minimum is the kernels' own (llama-bench's side is read the same way, speed.cpp).
+Result<double> time_chain(const std::vector<MatSpec>& chain, int64_t batch, int reps, int threads) {
+  if (chain.empty()) return Status::error("speed: nothing to time");
+  std::vector<ggml_type> types;
+  for (const auto& m : chain) {
+    GAMMA_ASSIGN_OR_RETURN(ggml_type t, parse_type(m.type));
+    if (m.n_in <= 0 || m.n_out <= 0 || m.n_in % ggml_blck_size(t) != 0)
+      return Status::errorf("speed: {} cannot hold a {} x {} weight", m.type, m.n_in, m.n_out);
+    types.push_back(t);
+  }
+  gm::llama::init();
   std::unique_ptr<ggml_backend, BackendFree> backend(ggml_backend_cpu_init());
   if (!backend) return Status::error("speed: cannot start ggml's CPU backend");
   ggml_backend_cpu_set_n_threads(backend.get(), threads);
 
-  ggml_init_params wp = {ggml_tensor_overhead() * (copies + 1), nullptr, true};
-  CtxPtr wctx(ggml_init(wp));
-  std::vector<ggml_tensor*> w(copies);
-  for (auto& t : w) t = ggml_new_tensor_2d(wctx.get(), type, n_in, n_out);
-  ggml_backend_buffer_type_t buft = weight_buft(w[0]);
-  std::unique_ptr<ggml_backend_buffer, BufFree> wbuf(ggml_backend_alloc_ctx_tensors_from_buft(wctx.get(), buft));
-  if (!wbuf) return Status::errorf("speed: cannot allocate {} weights of {} x {}", copies, n_in, n_out);
-  for (auto* t : w) ggml_backend_tensor_set(t, data.data(), 0, data.size());
+  // Weights by buffer type (each as llama.cpp's loader would place it).
+  ggml_init_params wp = {ggml_tensor_overhead() * (chain.size() + 1), nullptr, true};
+  CtxPtr probe(ggml_init(wp));
+  std::map<ggml_backend_buffer_type_t, std::vector<size_t>> by_buft;
+  for (size_t i = 0; i < chain.size(); ++i) {
+    ggml_tensor* t = ggml_new_tensor_2d(probe.get(), types[i], chain[i].n_in, chain[i].n_out);
+    by_buft[weight_buft(t)].push_back(i);
+  }
+  std::vector<CtxPtr> wctx;
+  std::vector<std::unique_ptr<ggml_backend_buffer, BufFree>> wbuf;
+  std::vector<ggml_tensor*> w(chain.size());
+  for (auto& [buft, idx] : by_buft) {
+    ggml_init_params p = {ggml_tensor_overhead() * (idx.size() + 1), nullptr, true};
+    wctx.emplace_back(ggml_init(p));
+    for (size_t i : idx) w[i] = ggml_new_tensor_2d(wctx.back().get(), types[i], chain[i].n_in, chain[i].n_out);
+    wbuf.emplace_back(ggml_backend_alloc_ctx_tensors_from_buft(wctx.back().get(), buft));
+    if (!wbuf.back()) return Status::errorf("speed: cannot allocate {} weights", idx.size());
+  }
+  std::map<std::tuple<int, int64_t, int64_t>, std::vector<uint8_t>> data;
+  for (size_t i = 0; i < chain.size(); ++i) {
+    auto key = std::make_tuple(int(types[i]), chain[i].n_in, chain[i].n_out);
+    auto it = data.find(key);
+    if (it == data.end()) it = data.emplace(key, weight_data(types[i], chain[i].n_in, chain[i].n_out)).first;
+    ggml_backend_tensor_set(w[i], it->second.data(), 0, it->second.size());
+  }
 
-  const size_t graph_size = static_cast<size_t>(copies) * 2 + 16;
+  const size_t graph_size = chain.size() * 2 + 16;
   ggml_init_params cp = {ggml_tensor_overhead() * graph_size + ggml_graph_overhead_custom(graph_size, false), nullptr,
                          true};
   CtxPtr cctx(ggml_init(cp));
-  ggml_tensor* x = ggml_new_tensor_2d(cctx.get(), GGML_TYPE_F32, n_in, batch);
-  ggml_set_input(x);
+  std::map<int64_t, ggml_tensor*> xs;  // one activation per row width
+  for (const auto& m : chain)
+    if (!xs.count(m.n_in)) {
+      ggml_tensor* x = ggml_new_tensor_2d(cctx.get(), GGML_TYPE_F32, m.n_in, batch);
+      ggml_set_input(x);
+      xs[m.n_in] = x;
+    }
   ggml_cgraph* g = ggml_new_graph_custom(cctx.get(), graph_size, false);
-  for (auto* t : w) ggml_build_forward_expand(g, ggml_mul_mat(cctx.get(), t, x));
+  for (size_t i = 0; i < chain.size(); ++i) ggml_build_forward_expand(g, ggml_mul_mat(cctx.get(), w[i], xs[chain[i].n_in]));
   std::unique_ptr<ggml_gallocr, AllocrFree> alloc(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
   if (!ggml_gallocr_alloc_graph(alloc.get(), g)) return Status::error("speed: cannot allocate the timing graph");
-  std::vector<float> xv(static_cast<size_t>(n_in * batch));
-  for (auto& v : xv) v = nd(rng) * 50.f;
-  ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * sizeof(float));
+  std::mt19937 rng(99);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (auto& [n_in, x] : xs) {
+    std::vector<float> xv(static_cast<size_t>(n_in * batch));
+    for (auto& v : xv) v = nd(rng);
+    ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * sizeof(float));
+  }
 
   double best = 0;
   for (int r = 0; r <= reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     if (ggml_backend_graph_compute(backend.get(), g) != GGML_STATUS_SUCCESS)
-      return Status::errorf("speed: ggml failed to multiply {} {} x {}", ggml_type_name(type), n_in, n_out);
+      return Status::error("speed: ggml failed to compute the timing graph");
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r == 1 || (r > 1 && s < best)) best = s;  // run 0 warms the pages and the thread pool
   }
   return best;
 }
 
+namespace {
+Result<double> time_copies(const std::string& type, int64_t n_in, int64_t n_out, int64_t batch, int copies, int reps,
+                           int threads) {
+  return time_chain(std::vector<MatSpec>(static_cast<size_t>(copies), MatSpec{type, n_in, n_out}), batch, reps, threads);
+}
 }  // namespace
 
 uint64_t llc_bytes() {
+  // sysfs says what the CPU's caches are; glibc's sysconf reads cpuid, which a VM may report
+  // ten times too large (320 MiB for this 32 MiB L3).
+  uint64_t best = 0;
+  int best_level = 0;
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", i);
+    std::ifstream lf(dir + "level"), sf(dir + "size");
+    int level = 0;
+    std::string size;
+    if (!(lf >> level) || !(sf >> size) || size.empty()) continue;
+    uint64_t v = std::strtoull(size.c_str(), nullptr, 10);
+    const char unit = size.back();
+    if (unit == 'K') v <<= 10;
+    if (unit == 'M') v <<= 20;
+    if (level > best_level && v > 0) best_level = level, best = v;
+  }
+  if (best_level >= 2) return best;
   long l3 = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
   return l3 > 0 ? static_cast<uint64_t>(l3) : (64ull << 20);
-}
-
-double KernelTime::decode_in(uint64_t model_bytes) const {
-  const double hit = model_bytes == 0 ? 1.0 : std::min(1.0, double(llc_bytes()) / double(model_bytes));
-  return decode_us - hit * std::max(0.0, decode_us - decode_hot_us);
 }
 
 std::string kernel_signature() {
@@ -141,33 +202,58 @@ std::string kernel_signature() {
   return s;
 }
 
+namespace {
+// Decode streams: chains of at least 4x the last-level cache (and 64 MiB).
+uint64_t stream_bytes() { return std::max<uint64_t>(4 * llc_bytes(), 64ull << 20); }
+constexpr uint64_t kPrefillBytes = 16ull << 20;  // prompt processing is bound by arithmetic
+}  // namespace
+
 Result<KernelTime> time_matmul(const std::string& type_name, int64_t n_in, int64_t n_out, int threads,
                                bool decode_only) {
   GAMMA_ASSIGN_OR_RETURN(ggml_type type, parse_type(type_name));
   if (n_in <= 0 || n_out <= 0 || n_in % ggml_blck_size(type) != 0)
     return Status::errorf("speed: {} cannot hold a {} x {} weight", type_name, n_in, n_out);
   if (threads < 1) return Status::error("speed: threads must be positive");
-  gm::llama::init();
   const uint64_t bytes = ggml_row_size(type, n_in) * static_cast<uint64_t>(n_out);
-  // Decode: enough copies to stream 4x the last-level cache (at least 64 MiB), at most 4096.
-  const uint64_t stream = std::max<uint64_t>(4 * llc_bytes(), 64ull << 20);
-  const int dcopies = static_cast<int>(std::clamp<uint64_t>((stream + bytes - 1) / bytes, 1, 4096));
-  // Prompt processing: ~16 MiB of weights, at most 64 copies, 3 runs after the warm-up.
-  const int pcopies = static_cast<int>(std::clamp<uint64_t>(((16ull << 20) + bytes - 1) / bytes, 1, 64));
+  const int dcopies = static_cast<int>(std::clamp<uint64_t>((stream_bytes() + bytes - 1) / bytes, 1, 4096));
+  const int pcopies = static_cast<int>(std::clamp<uint64_t>((kPrefillBytes + bytes - 1) / bytes, 1, 64));
   KernelTime k;
-  GAMMA_ASSIGN_OR_RETURN(double d, time_chain(type, n_in, n_out, 1, dcopies, 9, threads));
+  GAMMA_ASSIGN_OR_RETURN(double d, time_copies(type_name, n_in, n_out, 1, dcopies, 9, threads));
   k.decode_us = d * 1e6 / dcopies;
-  // Hot: copies that fit in half the last-level cache, so that they stay there between runs.
-  const int hcopies = static_cast<int>(std::clamp<uint64_t>(llc_bytes() / 2 / bytes, 1, 4096));
-  GAMMA_ASSIGN_OR_RETURN(double h, time_chain(type, n_in, n_out, 1, hcopies, 9, threads));
-  k.decode_hot_us = std::min(k.decode_us, h * 1e6 / hcopies);
   if (decode_only) {
     k.prefill_us = k.decode_us;
     return k;
   }
-  GAMMA_ASSIGN_OR_RETURN(double p, time_chain(type, n_in, n_out, kPrefillBatch, pcopies, 3, threads));
+  GAMMA_ASSIGN_OR_RETURN(double p, time_copies(type_name, n_in, n_out, kPrefillBatch, pcopies, 3, threads));
   k.prefill_us = p * 1e6 / pcopies;
   return k;
+}
+
+Result<KernelTime> time_layers(const std::string& type_name, const std::vector<MatSpec>& layer, int n_layer,
+                               int threads) {
+  GAMMA_ASSIGN_OR_RETURN(ggml_type type, parse_type(type_name));
+  std::vector<MatSpec> one;
+  uint64_t bytes = 0;
+  for (const auto& m : layer) {
+    if (m.n_in % ggml_blck_size(type) != 0) continue;  // a shape this type cannot hold
+    one.push_back({type_name, m.n_in, m.n_out});
+    bytes += ggml_row_size(type, m.n_in) * static_cast<uint64_t>(m.n_out);
+  }
+  if (one.empty()) return Status::errorf("speed: {} holds no weight of the layer", type_name);
+  auto chain_of = [&](uint64_t target) {
+    const int k = static_cast<int>(std::clamp<uint64_t>((target + bytes - 1) / bytes, 1, uint64_t(std::max(1, n_layer))));
+    std::vector<MatSpec> c;
+    for (int i = 0; i < k; ++i) c.insert(c.end(), one.begin(), one.end());
+    return std::make_pair(k, c);
+  };
+  KernelTime t;
+  auto [kd, dchain] = chain_of(stream_bytes());
+  GAMMA_ASSIGN_OR_RETURN(double d, time_chain(dchain, 1, 9, threads));
+  t.decode_us = d * 1e6 / kd;
+  auto [kp, pchain] = chain_of(kPrefillBytes);
+  GAMMA_ASSIGN_OR_RETURN(double p, time_chain(pchain, kPrefillBatch, 3, threads));
+  t.prefill_us = p * 1e6 / kp;
+  return t;
 }
 
 }  // namespace gm::speed

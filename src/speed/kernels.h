@@ -6,10 +6,12 @@
 // Decode streams every weight from memory once per token, so a weight that stays in the cache
 // would look too fast: the decode timing runs a chain of copies of the matrix whose total size
 // exceeds the last-level cache several times, and divides. Prompt processing is bound by
-// arithmetic, so it times a batch of 512 tokens over fewer copies.
+// arithmetic, so it times a batch of 512 tokens over fewer copies. Kernels are then put in
+// context per type (time_layers).
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "util/status.h"
 
@@ -18,16 +20,27 @@ namespace gm::speed {
 constexpr int kPrefillBatch = 512;  // llama-bench's pp512 and llama.cpp's default n_batch
 
 struct KernelTime {
-  double decode_us = 0;      // one token (a batch of 1), the weight streamed from memory
-  double decode_hot_us = 0;  // the same with the weight in the last-level cache
-  double prefill_us = 0;     // one batch of kPrefillBatch tokens
-  // One token's time in a model whose matmul weights total `model_bytes`: between two tokens
-  // the last-level cache keeps a share llc/model_bytes of them (all of a small model).
-  double decode_in(uint64_t model_bytes) const;
+  double decode_us = 0;   // one token (a batch of 1)
+  double prefill_us = 0;  // one batch of kPrefillBatch tokens
 };
 
 // The last-level cache's size (64 MiB when the system does not say).
 uint64_t llc_bytes();
+
+struct MatSpec {
+  std::string type;  // ggml type name
+  int64_t n_in = 0, n_out = 0;
+};
+// Seconds for one graph of ggml_mul_mat over these weights (each on its loader buffer type)
+// by an F32 activation of `batch` columns, the fastest of `reps` runs after a warm-up.
+Result<double> time_chain(const std::vector<MatSpec>& chain, int64_t batch, int reps, int threads);
+
+// One layer's weights at `type` (the shapes it can hold), timed in context: a chain of
+// min(n_layer, enough layers to stream 4x the last-level cache) layers for decode (a small model
+// is the whole model, its cache behaviour included), ~16 MiB for prompt processing; per layer.
+// Kernels timed alone do not add up to this (measured: -15 % to +32 % on SmolLM2), so the
+// speed model scales each type's kernels by it (speed.h, CostModel::type_scale).
+Result<KernelTime> time_layers(const std::string& type, const std::vector<MatSpec>& layer, int n_layer, int threads);
 
 // What this process's ggml does with weights: which CPU features and buffer types it uses.
 // Part of the key of every cached timing (another build or CPU measures again).

@@ -45,6 +45,15 @@ Result<Weight> head_of(const Manifest& m);
 // Bytes of the weights' data (what decode streams per token).
 Result<uint64_t> weights_bytes(const std::vector<Weight>& ws);
 
+// A model's first layer (the shapes of its linear modules; types unset) and its layer count:
+// what a type's kernels are put in context with (kernels.h, time_layers).
+struct Layer {
+  std::vector<MatSpec> shapes;
+  int n_layer = 0;
+};
+Layer layer_of(const std::vector<Weight>& ws);
+Layer layer_of(const Manifest& m);
+
 // Both speeds of one file as llama-bench reports them (tokens per second).
 struct Speed {
   double decode_tps = 0;   // tg128
@@ -71,16 +80,23 @@ class CostModel {
   static Result<CostModel> open(int threads);
   int threads() const { return threads_; }
 
-  // One weight's time; the head's prefill is one token's (time_matmul's decode_only).
+  // One weight's time alone; the head's prefill is one token's (time_matmul's decode_only).
   Result<KernelTime> kernel(const std::string& type, int64_t n_in, int64_t n_out, bool head = false);
-  // Decode and prefill time of a set of weights (the head's prefill is one token's; decode with
-  // the cache share of their total bytes, KernelTime::decode_in).
+  // A type's layers in context over the same kernels alone (decode, prefill ratios).
+  Result<KernelTime> type_scale(const std::string& type, const Layer& layer);
+  // A linear module's time in the model: its kernel scaled by its type's in-context ratio.
+  Result<KernelTime> module(const std::string& type, int64_t n_in, int64_t n_out, const Layer& layer);
+  // Decode and prefill time of a set of weights: modules by module(), the head alone (its
+  // prefill is one token's).
   Result<KernelTime> weights_time(const std::vector<Weight>& ws);
   // The rest, measured with llama-bench on `reference` (a GGUF of the model), cached by the
   // reference's sha256; `fresh` measures again (a check against llama-bench measures the
   // reference at the time it measures the other files: this machine's speed drifts by 15 %
   // over minutes when it is shared).
   Status calibrate(const std::string& llama_bench, const std::string& reference, int reps = 3, bool fresh = false);
+  // The rest from a llama-bench measurement of `reference` taken elsewhere (gamma speed --bench
+  // measures every file in rounds); replaces the cached one.
+  Status calibrate_with(const std::string& reference, const Speed& measured);
   const Rest& rest() const { return rest_; }
   bool calibrated() const { return !rest_.reference.empty(); }
   // Weights' time + the rest; needs calibrate().
@@ -92,6 +108,7 @@ class CostModel {
   std::string path_, signature_;
   std::map<std::string, KernelTime> kernels_;  // "TYPE n_in n_out" (+ " head")
   std::map<std::string, Rest> rests_;          // reference sha256 -> rest
+  std::map<std::string, KernelTime> scales_;   // "scale TYPE n_layer shapes..." -> ratios
   Rest rest_;
 };
 
@@ -121,7 +138,9 @@ struct CostTable {
 };
 
 // Measures (or reads from the cache) every candidate and head type of the pool, and the rest
-// on the pool's source model.
-Result<CostTable> cost_table(const Manifest& m, CostModel& cm, const std::string& llama_bench);
+// on `reference` (a GGUF of the same model; empty: the pool's source, which for a pool of an
+// F32 teacher is a slow file to measure).
+Result<CostTable> cost_table(const Manifest& m, CostModel& cm, const std::string& llama_bench,
+                             const std::string& reference = "");
 
 }  // namespace gm::speed

@@ -1,0 +1,85 @@
+// Speed as a budget end to end on stories260K, judged by llama-bench: `gamma speed` predicts the
+// reference file exactly as llama-bench measured it (the rest is calibrated there) and measures
+// nothing the second time; `gamma speed --pool` prices every candidate; `gamma solve --speed
+// --min-decode` keeps the plan at least that fast by the table, never scores above the plan
+// without the budget, and an unreachable speed is one line naming the fastest plan.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+
+#include "tests/testing.h"
+#include "util/files.h"
+#include "util/json.h"
+
+using namespace gm;
+using namespace gm::testing;
+
+namespace {
+
+double number_after(const std::string& text, const std::string& pattern) {
+  std::smatch m;
+  if (!std::regex_search(text, m, std::regex(pattern))) return -1;
+  return std::stod(m[1]);
+}
+
+}  // namespace
+
+TEST(Speed, PredictsTheReferenceAndSolvesWithinADecodeBudget) {
+  TempDir dir;
+  const std::string d = dir.str(), env = "GAMMA_CACHE=" + d + "/cache GAMMA_LLAMA_BIN=" + llama_tool("") + " ";
+  auto g = [&](const std::string& args) { return run(env + gamma_cli() + " " + args); };
+
+  // The reference is predicted as llama-bench measured it, to rounding.
+  auto r = g("speed " + stories260k() + " --bench --rounds 1 -o " + d + "/check.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto check = read_json(d + "/check.json", "gamma.speed.check", 1);
+  ASSERT_TRUE(check.is_ok()) << check.status().message();
+  const json& row = check.value()["files"][0];
+  EXPECT_NEAR(row["predicted_tg128"].get<double>(), row["tg128"].get<double>(), 1e-6 * row["tg128"].get<double>());
+  EXPECT_NEAR(row["predicted_pp512"].get<double>(), row["pp512"].get<double>(), 1e-6 * row["pp512"].get<double>());
+  // A second prediction measures nothing: the same numbers from the cache.
+  r = g("speed " + stories260k() + " -o " + d + "/again.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto again = read_json(d + "/again.json", "gamma.speed.check", 1);
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_DOUBLE_EQ(again.value()["files"][0]["predicted_tg128"].get<double>(), row["predicted_tg128"].get<double>());
+
+  // The pool's table prices every candidate.
+  r = g("pool " + stories260k() + " --types Q4_0,Q5_0,Q8_0 -q -o " + d + "/pool");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = g("speed --pool " + d + "/pool --reference " + stories260k() + " -o " + d + "/speed.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto table = read_json(d + "/speed.json", "gamma.speed", 1);
+  ASSERT_TRUE(table.is_ok()) << table.status().message();
+
+  // Without a budget: the plan and its predicted speed.
+  const std::string size = "--size 330000";  // between the smallest file (277184) and all-Q8_0 (379328)
+  r = g("solve " + d + "/pool --score-from-manifest " + size + " --speed " + d + "/speed.json -o " + d + "/free.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto free_plan = read_json(d + "/free.json", "gamma.plan", 1);
+  ASSERT_TRUE(free_plan.is_ok());
+  const double free_tg = free_plan.value()["info"]["speed"]["predicted_tg128"].get<double>();
+  const double free_score = free_plan.value()["info"]["objective"].get<double>();
+  ASSERT_GT(free_tg, 0);
+
+  // An unreachable speed names the fastest plan of that size...
+  r = g("solve " + d + "/pool --score-from-manifest " + size + " --speed " + d + "/speed.json --min-decode 1e9 -o " + d +
+        "/never.json");
+  EXPECT_NE(r.exit_code, 0);
+  const double fastest = number_after(r.output, R"(the fastest ([0-9.]+) tok/s)");
+  ASSERT_GT(fastest, 0) << r.output;
+  EXPECT_FALSE(file_exists(d + "/never.json"));
+  // ...and a budget between the free plan's speed and the fastest is met, at no higher score.
+  if (fastest > free_tg * 1.0001) {
+    const double want = free_tg + 0.5 * (fastest - free_tg);
+    r = g("solve " + d + "/pool --score-from-manifest " + size + " --speed " + d + "/speed.json --min-decode " +
+          std::to_string(want) + " -o " + d + "/fast.json");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    auto fast = read_json(d + "/fast.json", "gamma.plan", 1);
+    ASSERT_TRUE(fast.is_ok());
+    EXPECT_GE(fast.value()["info"]["speed"]["predicted_tg128"].get<double>(), want * (1 - 1e-9));
+    EXPECT_LE(fast.value()["info"]["objective"].get<double>(), free_score + 1e-12);
+    EXPECT_GE(fast.value()["info"]["upper_bound"].get<double>(), fast.value()["info"]["objective"].get<double>());
+  }
+}
