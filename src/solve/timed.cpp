@@ -76,6 +76,15 @@ double excess(const std::vector<TimeResource>& res, const std::vector<double>& t
   return e;
 }
 
+// Moves class i of the plan to item j, keeping its summed weight and times current.
+void move(const std::vector<KnapsackClass>& cls, const std::vector<TimeResource>& res, size_t i, size_t j,
+          std::vector<int>* c, uint64_t* w, std::vector<double>* t) {
+  const int a = (*c)[i];
+  *w = *w - cls[i].weight[a] + cls[i].weight[j];
+  for (size_t r = 0; r < res.size(); ++r) (*t)[r] += res[r].time[i][j] - res[r].time[i][a];
+  (*c)[i] = static_cast<int>(j);
+}
+
 // Brings a plan within every time cap (bytes kept) by single-module moves, each the least score
 // lost per unit of excess removed; false when no move reduces the excess.
 bool repair(const std::vector<KnapsackClass>& cls, const std::vector<TimeResource>& res, uint64_t capacity,
@@ -99,10 +108,7 @@ bool repair(const std::vector<KnapsackClass>& cls, const std::vector<TimeResourc
       }
     }
     if (!std::isfinite(best)) return false;
-    const int a = (*c)[bi];
-    w = w - cls[bi].weight[a] + cls[bi].weight[bj];
-    for (size_t r = 0; r < res.size(); ++r) t[r] += res[r].time[bi][bj] - res[r].time[bi][a];
-    (*c)[bi] = static_cast<int>(bj);
+    move(cls, res, bi, bj, c, &w, &t);
   }
   return true;
 }
@@ -127,10 +133,7 @@ void improve(const std::vector<KnapsackClass>& cls, const std::vector<TimeResour
       }
     }
     if (!(gain > 0)) return;
-    const int a = (*c)[bi];
-    w = w - cls[bi].weight[a] + cls[bi].weight[bj];
-    for (size_t r = 0; r < res.size(); ++r) t[r] += res[r].time[bi][bj] - res[r].time[bi][a];
-    (*c)[bi] = static_cast<int>(bj);
+    move(cls, res, bi, bj, c, &w, &t);
   }
 }
 

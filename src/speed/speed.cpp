@@ -159,15 +159,6 @@ Result<KernelTime> CostModel::kernel(const std::string& type, int64_t n_in, int6
   return k;
 }
 
-Result<uint64_t> weights_bytes(const std::vector<Weight>& ws) {
-  uint64_t total = 0;
-  for (const auto& w : ws) {
-    GAMMA_ASSIGN_OR_RETURN(ggml_type t, parse_type(w.type));
-    total += ggml_row_size(t, w.n_in) * static_cast<uint64_t>(w.n_out);
-  }
-  return total;
-}
-
 namespace {
 // One order for a layer's shapes, whoever lists them (a GGUF's tensor order, a manifest's).
 void sort_shapes(Layer* l) {
@@ -250,9 +241,9 @@ Result<KernelTime> CostModel::weights_time(const std::vector<Weight>& ws) {
   return sum;
 }
 
-Status CostModel::calibrate(const std::string& llama_bench, const std::string& reference, int reps, bool fresh) {
+Status CostModel::calibrate(const std::string& llama_bench, const std::string& reference, int reps) {
   GAMMA_ASSIGN_OR_RETURN(std::string sha, sha256_file_cached(reference));
-  if (auto it = rests_.find(sha); it != rests_.end() && !fresh) {
+  if (auto it = rests_.find(sha); it != rests_.end()) {
     rest_ = it->second;
     return Status::ok();
   }

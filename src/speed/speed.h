@@ -42,9 +42,6 @@ Result<std::vector<Weight>> weights_of(const Manifest& m, const Plan& p);
 // The output head's tensor and shape in a manifest (output.weight, or token_embd when tied).
 Result<Weight> head_of(const Manifest& m);
 
-// Bytes of the weights' data (what decode streams per token).
-Result<uint64_t> weights_bytes(const std::vector<Weight>& ws);
-
 // A model's first layer (the shapes of its linear modules; types unset) and its layer count:
 // what a type's kernels are put in context with (kernels.h, time_layers).
 struct Layer {
@@ -90,10 +87,8 @@ class CostModel {
   // prefill is one token's).
   Result<KernelTime> weights_time(const std::vector<Weight>& ws);
   // The rest, measured with llama-bench on `reference` (a GGUF of the model), cached by the
-  // reference's sha256; `fresh` measures again (a check against llama-bench measures the
-  // reference at the time it measures the other files: this machine's speed drifts by 15 %
-  // over minutes when it is shared).
-  Status calibrate(const std::string& llama_bench, const std::string& reference, int reps = 3, bool fresh = false);
+  // reference's sha256.
+  Status calibrate(const std::string& llama_bench, const std::string& reference, int reps = 3);
   // The rest from a llama-bench measurement of `reference` taken elsewhere (gamma speed --bench
   // measures every file in rounds); replaces the cached one.
   Status calibrate_with(const std::string& reference, const Speed& measured);
