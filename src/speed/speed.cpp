@@ -45,6 +45,12 @@ Rest rest_from(const json& j) {
   return r;
 }
 
+// The one limit of the model: a MoE's 3-D expert weights cost per expert a token uses.
+Status priced(const std::string& name, const std::vector<int64_t>& shape) {
+  if (shape.size() == 2) return Status::ok();
+  return Status::errorf("speed: {} is {}-D (experts): the speed model prices 2-D weights only", name, shape.size());
+}
+
 // The tensors llama.cpp multiplies by: the linear modules and the head.
 std::string head_name(const Model& m) { return m.tied_embeddings() ? "token_embd.weight" : "output.weight"; }
 
@@ -54,8 +60,7 @@ Result<std::vector<Weight>> weights_of(const Model& m) {
   std::vector<Weight> ws;
   for (const auto& l : m.linear()) {
     const TensorInfo& t = m.tensors().at(l.tensor);
-    if (t.shape.size() != 2)
-      return Status::errorf("speed: {} is {}-D (experts): the speed model prices 2-D weights only", t.name, t.shape.size());
+    GAMMA_RETURN_IF_ERROR(priced(t.name, t.shape));
     ws.push_back({t.name, type_name(t.type), t.shape[0], t.shape[1], false});
   }
   const int64_t h = m.find(head_name(m));
@@ -77,8 +82,7 @@ Result<std::vector<Weight>> weights_of(const Manifest& m, const Plan& p) {
   GAMMA_RETURN_IF_ERROR(p.validate(m));
   std::vector<Weight> ws;
   for (const auto& e : m.modules) {
-    if (e.shape.size() != 2)
-      return Status::errorf("speed: {} is {}-D (experts): the speed model prices 2-D weights only", e.name, e.shape.size());
+    GAMMA_RETURN_IF_ERROR(priced(e.name, e.shape));
     const Candidate* c = e.find(p.modules.at(e.name));
     ws.push_back({e.name, c->type, e.shape[0], e.shape[1], false});
   }
@@ -366,8 +370,7 @@ Result<CostTable> cost_table(const Manifest& m, CostModel& cm, const std::string
   t.threads = cm.threads();
   const Layer layer = layer_of(m);
   for (const auto& e : m.modules) {
-    if (e.shape.size() != 2)
-      return Status::errorf("speed: {} is {}-D (experts): the speed model prices 2-D weights only", e.name, e.shape.size());
+    GAMMA_RETURN_IF_ERROR(priced(e.name, e.shape));
     for (const auto& c : e.candidates) {
       GAMMA_ASSIGN_OR_RETURN(KernelTime k, cm.module(c.type, e.shape[0], e.shape[1], layer));
       t.cost[e.name][c.id] = k;
