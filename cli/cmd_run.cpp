@@ -49,6 +49,10 @@ void add_run(CLI::App& app) {
   c->add_option("-c,--ctx", o->eval_ctx, "evaluation (and imatrix) chunk length")->capture_default_str();
   c->add_option("--chunks", o->eval_chunks, "report-text chunks")->capture_default_str();
   c->add_option("--valid-chunks", o->valid_chunks, "validation chunks (default: --chunks)");
+  c->add_option("--min-decode", o->min_decode, "speed budget: the file must decode at least this many tokens/s on this machine (llama-bench tg128, as gamma speed predicts it); needs --size");
+  c->add_option("--min-prefill", o->min_prefill, "speed budget: prompt processing tokens/s (llama-bench pp512); needs --size");
+  c->add_option("--bench-rounds", o->bench_rounds, "with a speed budget: llama-bench rounds over the reported files, each file's fastest kept")
+      ->capture_default_str();
   c->add_flag("--no-front", [o](int64_t) { o->front = false; }, "skip gamma's plans at each mix's size (the picture's front)");
   c->add_flag("--dry-run", o->dry_run, "print the plan of work with its estimated time and disk, and stop");
   c->add_option("-t,--threads", o->threads, "threads (default: all cores)");
@@ -65,6 +69,11 @@ void add_run(CLI::App& app) {
     if (size->count() + bpw->count() + kld->count() == 0) o->bpw = 4.75;
     if (bpw->count()) fail_if(solve::check_bpw(o->bpw));
     if (kld->count() && !(o->max_kld > 0 && std::isfinite(o->max_kld))) throw Failure("--max-kld must be a positive number");
+    if (!(o->min_decode >= 0 && o->min_prefill >= 0 && std::isfinite(o->min_decode) && std::isfinite(o->min_prefill)))
+      throw Failure("--min-decode and --min-prefill must be non-negative numbers (tokens/s)");
+    if ((o->min_decode > 0 || o->min_prefill > 0) && !size->count())
+      throw Failure("--min-decode and --min-prefill need --size: the speed budget is solved beside a file size");
+    if (o->bench_rounds < 1) throw Failure("--bench-rounds must be positive");
     if (o->eval_chunks < 1 || o->eval_ctx < 8 || o->imatrix_chunks < 1 || o->steps < 0 || o->visit_steps < 1 || o->valid_chunks < 0 || o->max_mixes < 1)
       throw Failure("--chunks, --ctx, --imatrix-chunks, --visit-steps and --max-mixes must be positive (--steps >= 0)");
     fail_if(run_pipeline(*o));

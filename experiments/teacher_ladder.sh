@@ -4,10 +4,10 @@
 # python-eval.txt (16 x 512, the same chunks for every file); beside them the perplexity of the
 # teacher and of each file in EXTRA (e.g. the quantized source). Skips what OUT already holds.
 #   experiments/teacher_ladder.sh TEACHER IMATRIX OUT [EXTRA.gguf...]
-#   MIXES="Q2_K Q4_K_M" overrides the list; table: experiments/teacher_ladder.py OUT
+#   MIXES="Q2_K Q4_K_M" overrides the list (GAMMA, LLAMA_QUANTIZE: other binaries); table: experiments/teacher_ladder.py OUT
 set -euo pipefail
 root=${GAMMA_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
-G=$root/build/cli/gamma; Q=$root/build/bin/llama-quantize; T=${THREADS:-2}; CH=16
+G=${GAMMA:-$root/build/cli/gamma}; Q=${LLAMA_QUANTIZE:-$root/build/bin/llama-quantize}; T=${THREADS:-2}; CH=16
 txt=$root/../shared/data/text
 teacher=$1 imatrix=$2 out=$3; shift 3
 MIXES=${MIXES:-"IQ2_M Q2_K IQ3_XXS IQ3_XS Q3_K_S IQ3_S IQ3_M Q3_K_M Q3_K_L IQ4_XS IQ4_NL Q4_0 Q4_K_S Q4_1 Q4_K_M Q5_K_S Q5_1 Q5_K_M Q6_K Q8_0"}
@@ -38,7 +38,7 @@ for mix in $MIXES; do
     [ -f "$m" ] || mv "$m.partial" "$m"
     eval_file "$mix" "$m"
   fi
-  stat -c %s "$m" > "$out/evals/$mix.bytes"
+  [ -f "$m" ] && stat -c %s "$m" > "$out/evals/$mix.bytes"
   rm -f "$m"  # the evals and size are what the table needs; the file is rebuilt on demand
 done
 echo "[$(date -u +%H:%M:%S)] done: python3 $root/experiments/teacher_ladder.py $out"

@@ -269,6 +269,12 @@ TEST(RunPipeline, DryRunPrintsThePlanOfWorkAndWritesNothing) {
                         "pool Q8_0", "hawq", "layers (6 files", "total (estimate"})
     EXPECT_NE(r.output.find(s), std::string::npos) << s << "\n" << r.output;
   EXPECT_FALSE(fs::exists(d / "w"));
+  // A speed budget adds the speed table and the llama-bench of the reported files.
+  r = gamma("run " + stories260k() + " --dry-run --size 1MB --min-decode 10 -w " + d / "w");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* s : {"speed table (kernels per type and shape)", "llama-bench of the reported files (2 rounds)"})
+    EXPECT_NE(r.output.find(s), std::string::npos) << s << "\n" << r.output;
+  EXPECT_FALSE(fs::exists(d / "w"));
 }
 
 // Several sizes in one work directory: each chosen on validation by the same rule (the sum of
@@ -315,4 +321,51 @@ TEST(RunPipeline, SeveralSizesEachChosenOnTheSameValidation) {
     kld[i] = (*j)["rows"][0]["kld_mean"].get<double>();
   }
   EXPECT_LT(kld[1], kld[0]);  // more bytes, less KLD
+}
+
+// A speed budget (--min-decode): a speed no plan of the size reaches is one line naming the
+// fastest, before any pool is quantized; a reachable one binds every variant's plan by the speed
+// table, and the report measures gamma's file and the mix with llama-bench beside the prediction.
+TEST(RunPipeline, SpeedBudgetBindsThePlanAndTheReportMeasuresIt) {
+  TempDir d;
+  const std::string common = stories260k() + " --size 330000 --types Q4_0,Q5_0,Q8_0 --scorers static --imatrix none "
+                             "--compare Q4_0 -c 128 --chunks 2 -t 2 --bench-rounds 1";
+  auto r = gamma("run " + common + " -w " + d / "never" + " --min-decode 1e9");
+  EXPECT_NE(r.exit_code, 0);
+  const size_t at = r.output.find("gamma: error: no plan of at most 0.3 MiB (330000 bytes) decodes at ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find('\n', at), r.output.size() - 1) << r.output;  // the last line, and one line
+  const size_t f = r.output.find("the fastest ", at);
+  ASSERT_NE(f, std::string::npos) << r.output;
+  const double fastest = std::stod(r.output.substr(f + 12));
+  EXPECT_GT(fastest, 0);
+  EXPECT_FALSE(fs::exists(d / "never/pool"));
+
+  // Reachable: the plan's predicted decode speed is at least the budget, and every reported file
+  // carries llama-bench's tg128/pp512 and the prediction.
+  const double want = 0.999 * fastest;
+  r = gamma("run " + common + " -w " + d / "w" + " --min-decode " + std::to_string(want));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = read_json(d / "w/run.json", "gamma.run", 2);
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  for (const auto& v : (*j)["tried"]) EXPECT_GE(v["speed"]["predicted_tg128"].get<double>(), want * (1 - 1e-9)) << v.dump();
+  EXPECT_DOUBLE_EQ((*j)["speed"]["min_decode_tps"].get<double>(), want);
+  ASSERT_EQ((*j)["mixes"].size(), 1u);
+  for (const json* row : {&(*j)["rows"][0], &(*j)["mixes"][0]})
+    for (const char* k : {"tg128", "pp512", "predicted_tg128", "predicted_pp512"})
+      EXPECT_GT((*row)[k].get<double>(), 0) << k << " " << row->dump();
+  EXPECT_TRUE((*j)["verdict"].contains("gamma_meets_speed_measured"));
+  EXPECT_NE(r.output.find("tg128 (pred)"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(d / "w/run.png"));
+  // The chosen plan's file records the budget it was solved under.
+  auto plan = read_json((*j)["chosen"]["plan"].get<std::string>(), "gamma.plan", 1);
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_DOUBLE_EQ((*plan)["info"]["speed"]["min_decode_tps"].get<double>(), want);
+
+  // Bad speed budgets: one line each.
+  r = gamma("run " + stories260k() + " --min-decode 10 -w " + d / "w2");
+  EXPECT_EQ(r.output, "gamma: error: --min-decode and --min-prefill need --size: the speed budget is solved beside a file size\n");
+  r = gamma("run " + common + " --min-decode -3 -w " + d / "w3");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
 }

@@ -49,6 +49,10 @@ Status check_fixed_type(const Manifest& m, const std::string& name, const std::s
 // Default types of the non-linear tensors: what llama-quantize's nearest standard k-quant
 // mix (by linear bpw) gives token_embd and output; norms and other 1-D tensors stay F32.
 std::map<std::string, std::string> default_fixed_types(const Manifest& m, double linear_bpw);
+// The output head's (or the tied embedding's) type `steps` steps cheaper than `current` that
+// its rows fit, or "": the head rules gamma run tries beside the default (run/target.cpp) and
+// the head types the speed table prices (speed/speed.h).
+std::string cheaper_head_type(const Manifest& m, const std::string& head, const std::string& current, int steps = 1);
 // The type each fixed tensor gets in `p`: its own entry, else the default at the plan's linear bpw.
 std::map<std::string, std::string> plan_fixed_types(const Manifest& m, const Plan& p);
 // Bytes of the fixed tensors at the given types (padded to alignment) + header.

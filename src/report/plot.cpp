@@ -24,6 +24,24 @@ Image& Image::operator=(Image&& o) noexcept {
   return *this;
 }
 
+Image stack_vertically(const std::vector<const Image*>& panels) {
+  int w = 0, h = 0;
+  for (const Image* p : panels) w = std::max(w, p->width()), h += p->height();
+  Image out(w, h);
+  cairo_t* cr = cairo_create(out.surface());
+  cairo_set_source_rgb(cr, 1, 1, 1);
+  cairo_paint(cr);
+  int y = 0;
+  for (const Image* p : panels) {
+    cairo_set_source_surface(cr, p->surface(), 0, y);
+    cairo_paint(cr);
+    y += p->height();
+  }
+  cairo_destroy(cr);
+  cairo_surface_flush(out.surface());
+  return out;
+}
+
 Status Image::write_png(const std::string& path) const {
   if (!surface_ || cairo_surface_status(surface_) != CAIRO_STATUS_SUCCESS)
     return Status::errorf("{}: the image could not be drawn", path);

@@ -33,6 +33,9 @@ class Image {
   cairo_surface_t* surface_ = nullptr;
 };
 
+// Images one above the other, as wide as the widest (the rest white): one PNG with panels.
+Image stack_vertically(const std::vector<const Image*>& panels);
+
 struct Rgb {
   double r = 0, g = 0, b = 0;
 };

@@ -59,6 +59,9 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
   if (o.imatrix == "auto")
     line(fmt::format("llama-imatrix ({} x {} tokens)", o.imatrix_chunks, o.eval_ctx), file_exists(e.imatrix),
          teacher_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx), 4 << 20);
+  if (speed_budget(e))
+    line("speed table (kernels per type and shape)", file_exists(e.W + "/speed.json"),
+         speed_table_seconds(e.ms, preview.types.size(), speed::layer_of(preview).shapes.size() + 1), 0);
   const bool pool_done = file_exists(e.pool + "/manifest.json");
   const bool pruned = prunes(e) && !pool_done;
   if (pruned) {
@@ -100,6 +103,9 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
                                           : 1;
   line(fmt::format("up to {} llama.cpp mixes: quantize + 2 evals", mixes), false,
        mixes * (mix_seconds(e.ms, "IQ3_M") + eval_seconds(e.ms, vtok + rtok, true)), mixes * file);
+  if (speed_budget(e))
+    line(fmt::format("llama-bench of the reported files ({} rounds)", o.bench_rounds), false,
+         bench_seconds(e.ms, n_targets + mixes, o.bench_rounds), 0);
   const int reported = o.front ? mixes + n_targets : n_targets;
   line(fmt::format("gamma at {} sizes on the report text", reported), false,
        reported * (emit_seconds(e.ms) + eval_seconds(e.ms, rtok, true)) + teacher_seconds(e.ms, rtok), file);

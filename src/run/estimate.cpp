@@ -68,4 +68,14 @@ double mix_seconds(const ModelSize& m, const std::string& mix) {
 
 double emit_seconds(const ModelSize& m) { return 5 + 10 * m.params / 1e9; }
 
+double speed_table_seconds(const ModelSize& m, size_t types, size_t shapes) {
+  // ~1.5 s per kernel (decode chain and a 512-batch) on 2 cores; llama-bench as below.
+  return 1.5 * double(types) * double(shapes) + bench_seconds(m, 0, 2);
+}
+
+double bench_seconds(const ModelSize& m, size_t files, int rounds) {
+  // llama-bench's model load plus tg128 and pp512, 2 repetitions: ~10 s + 3 s per 100M weights here.
+  return double(rounds) * double(files + 1) * (10 + 3e-8 * m.params) * 2.0 / m.threads;
+}
+
 }  // namespace gm::run

@@ -6,6 +6,8 @@
 //   mixes.cpp     llama.cpp's standard mixes: predicted, chosen for a budget, built, measured
 //   summary.cpp   run.json, the table, the verdict, run.png
 //   prune.cpp     the pool's candidates chosen from an estimate (HAWQ-V2 on sampled rows)
+//   speed_budget.cpp  --min-decode / --min-prefill: the speed table, the head rules that meet
+//                 it, each reported file measured by llama-bench
 //   dry_run.cpp   the plan of work with its estimated time and disk
 //   run.cpp       the steps in order
 // Internal to src/run: nothing outside includes it.
@@ -23,6 +25,7 @@
 #include "run/estimate.h"
 #include "run/run.h"
 #include "solve/allocate.h"
+#include "speed/speed.h"
 #include "util/files.h"
 #include "util/json.h"
 #include "util/status.h"
@@ -54,6 +57,8 @@ struct Env {
   ModelSize ms;
   bool quiet = false;  // pass -q to the steps (not a terminal, or --quiet)
   std::optional<FileLock> lock;  // on the work directory, for the whole run
+  std::string speed;                       // W/speed.json with a speed budget, else ""
+  std::optional<speed::CostTable> table;   // its contents
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   json stages = json::array();
 
@@ -133,6 +138,7 @@ struct Variant {
   std::string plan;
   uint64_t bytes = 0;
   double kld = 0, kld_err = 0;  // validation
+  json speed;                   // the plan's predicted tok/s (plan.info["speed"]), or null
 };
 // Every scorer with the default head and a cheaper head (one and two steps) at `size` bytes:
 // solved, emitted, measured on validation text. Files live in W/at-SIZE/; the candidate GGUFs
@@ -188,6 +194,28 @@ Status draw_run_png(const std::string& path, const json& summary);
 void print_summary(const Env& e, const json& summary, const std::string& json_path, const std::string& png_path);
 // Several sizes: one line each (chosen variant, its validation and report KLD, the verdict).
 void print_sweep(const Env& e, const json& sweep);
+
+// ---- speed_budget.cpp ------------------------------------------------------------------------
+
+// Whether --min-decode or --min-prefill is set.
+bool speed_budget(const Env& e);
+// The speed table of `m`'s candidates on this machine, W/speed.json (kept; a second run and
+// gamma speed's own cache measure nothing), into e.speed and e.table. Made from the pool's
+// preview, before any candidate is quantized.
+Status make_speed_table(Env& e, const Manifest& m);
+// gamma solve's arguments of the speed budget (none without one).
+std::vector<std::string> speed_args(const Env& e);
+// A head rule: the head's type ("" = the default at the size) and its steps below the default.
+using HeadRule = std::pair<std::string, int>;
+// The rules among `rules` that some plan of `size` bytes meets the speed budget with (all of
+// them without a budget); none fails naming the fastest speed reachable at that size.
+Result<std::vector<HeadRule>> meeting_speed(const Env& e, const Manifest& man, uint64_t size,
+                                            const std::vector<HeadRule>& rules);
+// Every head rule at `size` (head_at for 0 .. kHeadSteps steps) that the speed budget allows.
+Result<std::vector<HeadRule>> head_rules(const Env& e, const Manifest& man, const solve::Allocator& stat, uint64_t size);
+// Each row of `summary` whose file is on disk measured by llama-bench beside its prediction
+// (gamma speed --bench, W/speed-check-BUDGET.json): row keys predicted_tg128/pp512, tg128, pp512.
+Status bench_rows(Env& e, json& summary, uint64_t budget);
 
 // ---- dry_run.cpp -----------------------------------------------------------------------------
 

@@ -18,7 +18,9 @@ namespace gm::run {
 
 bool prunes(const Env& e) {
   const auto& s = e.scorers;
-  return e.o.pool_window >= 0 && e.o.types.empty() && e.o.max_kld <= 0 &&
+  // A speed budget draws plans from the fast types wherever they are: HAWQ-V2's plans by size
+  // alone say nothing about which candidates those are, so the whole pool is quantized.
+  return e.o.pool_window >= 0 && e.o.types.empty() && e.o.max_kld <= 0 && !speed_budget(e) &&
          std::find(s.begin(), s.end(), "hawq") != s.end();
 }
 

@@ -215,9 +215,19 @@ Status run_pipeline(const RunOptions& o) {
       return Status::errorf("--size {} is below the smallest file this pool can make: the feasible range is {} to {}",
                             o.sizes[i], format_size(range.min), format_size(range.max));
   if (o.dry_run) return dry_run(e, preview, range, std::max<int>(1, int(sizes.size())));
+  // A speed budget is checked before the pool is quantized: the speed table needs only the
+  // candidates' types and shapes, and whether any plan reaches the speed at a size does not
+  // depend on the scores (the preview's static ones serve).
+  if (speed_budget(e)) {
+    GAMMA_RETURN_IF_ERROR(make_speed_table(e, preview));
+    GAMMA_ASSIGN_OR_RETURN(scores::Scores pst, scores::Scores::from_manifest(preview));
+    GAMMA_ASSIGN_OR_RETURN(auto pstat, solve::Allocator::create(preview, pst, {}));
+    for (uint64_t s : sizes) GAMMA_RETURN_IF_ERROR(head_rules(e, preview, pstat, s).status());
+  }
 
   GAMMA_RETURN_IF_ERROR(make_inputs(e, po, preview, sizes));
   GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(e.pool));
+  if (e.table) GAMMA_RETURN_IF_ERROR(e.table->covers(man).with_context(e.speed));
   GAMMA_ASSIGN_OR_RETURN(range, feasible_range(man));
   GAMMA_ASSIGN_OR_RETURN(scores::Scores st, scores::Scores::from_manifest(man));
   GAMMA_ASSIGN_OR_RETURN(auto stat, solve::Allocator::create(man, st, {}));

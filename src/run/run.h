@@ -69,6 +69,11 @@ struct RunOptions {
   int eval_ctx = 512, eval_chunks = 8;
   int valid_chunks = 0;                // 0: eval_chunks
   bool front = true;                   // gamma's chosen variant at each mix's size too
+  // Speed budgets (tokens/s on this machine, as llama-bench's tg128 / pp512; 0: none): every
+  // scorer is solved under them (solve/timed.h, priced by the speed table of src/speed), and the
+  // report measures each file with llama-bench (bench_rounds rounds, each file's fastest kept).
+  double min_decode = 0, min_prefill = 0;
+  int bench_rounds = 2;
   bool dry_run = false;                // print the plan of work, its time and disk, and stop
   int threads = 0;                     // 0: all cores
   bool quiet = false;                  // no progress bars from the steps

@@ -38,10 +38,12 @@ Result<json> front_point(Env& e, const Manifest& man, const std::vector<Scorer>&
     for (const auto& a : solve::Budget::of_file_bytes(m.bytes).args()) cmd.push_back(a);
     cmd.insert(cmd.end(), {"-o", plan});
     cmd.insert(cmd.end(), s.args.begin(), s.args.end());
-    // The same rule: as many steps below the default head at that size.
+    // The same rule: as many steps below the default head at that size, under the same speed budget.
     GAMMA_ASSIGN_OR_RETURN(auto h, head_at(man, stat, m.bytes, best.head_steps));
     if (!h) return json(nullptr);  // this rule cannot make a file that small: no point there
+    if (!meeting_speed(e, man, m.bytes, {{*h, best.head_steps}}).is_ok()) return json(nullptr);  // nor that fast
     if (!h->empty()) cmd.insert(cmd.end(), {"--fixed", output_head(man) + "=" + *h});
+    for (const auto& a : speed_args(e)) cmd.push_back(a);
     GAMMA_RETURN_IF_ERROR(run_step("solve", cmd));
     GAMMA_ASSIGN_OR_RETURN(Plan pl, Plan::load(plan));
     const std::string key = json{pl.modules, pl.fixed}.dump();
@@ -66,12 +68,22 @@ Result<json> front_point(Env& e, const Manifest& man, const std::vector<Scorer>&
 
 // The verdict: gamma's file unless a mix that fits the budget (for --max-kld: one that meets
 // the KLD in fewer bytes) is better on validation.
-json verdict_of(const Env& e, const std::vector<MixRow>& mixes, const Variant& best, const std::string& out) {
+// With a speed budget a mix must also meet it as llama-bench measured it (`measured`, the
+// summary's mix rows in the same order).
+bool meets_speed(const Env& e, const json& row) {
+  if (!speed_budget(e)) return true;
+  if (!row.contains("tg128")) return false;
+  return row["tg128"].get<double>() >= e.o.min_decode && row["pp512"].get<double>() >= e.o.min_prefill;
+}
+
+json verdict_of(const Env& e, const std::vector<MixRow>& mixes, const json& measured, const Variant& best,
+                const std::string& out) {
   const RunOptions& o = e.o;
   const MixRow* winner = nullptr;
-  for (const auto& m : mixes) {
-    const bool beats = o.max_kld > 0 ? (m.valid_kld <= o.max_kld && m.bytes < best.bytes)
-                                     : (m.fits && m.valid_kld < best.kld);
+  for (size_t i = 0; i < mixes.size(); ++i) {
+    const MixRow& m = mixes[i];
+    const bool beats = meets_speed(e, measured[i]) &&
+                       (o.max_kld > 0 ? (m.valid_kld <= o.max_kld && m.bytes < best.bytes) : (m.fits && m.valid_kld < best.kld));
     if (beats && (!winner || (o.max_kld > 0 ? m.bytes < winner->bytes : m.valid_kld < winner->valid_kld))) winner = &m;
   }
   json verdict = {{"winner", winner ? "llama.cpp" : "gamma"}, {"file", winner ? winner->path : out}};
@@ -133,7 +145,9 @@ Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& s
     summary["front"].push_back(frow);
     summary["rows"].push_back(frow);
   }
-  summary["verdict"] = verdict_of(e, mixes, best, out);
+  GAMMA_RETURN_IF_ERROR(bench_rows(e, summary, budget));
+  summary["verdict"] = verdict_of(e, mixes, summary["mixes"], best, out);
+  if (speed_budget(e)) summary["verdict"]["gamma_meets_speed_measured"] = meets_speed(e, summary["rows"][0]);
   summary["stages"] = e.stages;
   summary["seconds"] = e.elapsed();
   summary["work_dir_bytes"] = dir_bytes(e.W);
@@ -188,7 +202,31 @@ Status draw_run_png(const std::string& path, const json& summary) {
   }
   c.x_lines.push_back({summary["budget_bytes"].get<double>() / 1e6, "budget"});
   GAMMA_ASSIGN_OR_RETURN(report::Image img, report::draw_line_chart(c));
-  return img.write_png(path);
+  if (!summary.contains("speed")) return img.write_png(path);
+  // Under a speed budget, a second panel: KLD against decode speed as llama-bench measured it
+  // here, gamma's file and each mix one point, the budget a line.
+  report::LineChart sp;
+  sp.title = fmt::format("KLD vs decode speed on this machine (llama-bench tg128, {} threads)", summary["threads"].get<int>());
+  sp.x_label = "decode tokens/s (tg128, measured)";
+  sp.y_label = "KLD vs teacher";
+  sp.log_y = true;
+  report::Series g2{"gamma's file", {}, {}, {}, {}}, m2{"llama.cpp mixes", {}, {}, {}, {}};
+  for (const auto& r : summary["rows"]) {
+    if (!r.contains("tg128")) continue;
+    const std::string label = r["label"].get<std::string>();
+    const bool mix = label.rfind("llama.cpp ", 0) == 0;
+    report::Series& s = mix ? m2 : g2;
+    s.x.push_back(r["tg128"].get<double>());
+    s.y.push_back(r["kld_mean"].get<double>());
+    s.point_labels.push_back(mix ? label.substr(10) : "gamma");
+  }
+  for (auto* s : {&g2, &m2})
+    if (!s->x.empty()) s->markers_only = true, sp.series.push_back(*s);
+  if (summary["speed"]["min_decode_tps"].get<double>() > 0)
+    sp.x_lines.push_back({summary["speed"]["min_decode_tps"].get<double>(), "--min-decode"});
+  if (sp.series.empty()) return img.write_png(path);
+  GAMMA_ASSIGN_OR_RETURN(report::Image img2, report::draw_line_chart(sp));
+  return report::stack_vertically({&img, &img2}).write_png(path);
 }
 
 void print_summary(const Env& e, const json& summary, const std::string& json_path, const std::string& png_path) {
@@ -202,14 +240,32 @@ void print_summary(const Env& e, const json& summary, const std::string& json_pa
   std::printf("\n%s vs its F32 dequantization (teacher); budget %s; chosen on %s (%d chunks), reported on %s (%d chunks of %d):\n",
               fs::path(e.model).filename().c_str(), format_size(budget).c_str(), valid_names.c_str(),
               e.valid.front().chunks, fs::path(e.report.path).filename().c_str(), o.eval_chunks, o.eval_ctx);
-  std::printf("  %-34s %13s %9s %12s %20s %8s %9s\n", "model", "file bytes", "bpw", "valid KLD", "KLD vs teacher", "top-1", "PPL");
+  const bool speed = summary.contains("speed");
+  std::printf("  %-34s %13s %9s %12s %20s %8s %9s%s\n", "model", "file bytes", "bpw", "valid KLD", "KLD vs teacher", "top-1",
+              "PPL", speed ? "   tg128 (pred)    pp512 (pred)" : "");
   for (const auto& r : summary["rows"]) {
     const double bpw = 8.0 * r["file_bytes"].get<double>() / e.ms.params;
     const double vk = r["valid_kld"].is_number() ? r["valid_kld"].get<double>() : NAN;
-    std::printf("  %-34s %13llu %9.4f %12s %11.6f ± %.6f %7.2f%% %9.4f\n", r["label"].get<std::string>().c_str(),
+    std::string tps;
+    if (speed && r.contains("tg128"))
+      tps = fmt::format("  {:6.2f} ({:6.2f}) {:7.1f} ({:7.1f})", r["tg128"].get<double>(), r["predicted_tg128"].get<double>(),
+                        r["pp512"].get<double>(), r["predicted_pp512"].get<double>());
+    std::printf("  %-34s %13llu %9.4f %12s %11.6f ± %.6f %7.2f%% %9.4f%s\n", r["label"].get<std::string>().c_str(),
                 (unsigned long long)r["file_bytes"].get<uint64_t>(), bpw,
                 std::isnan(vk) ? "" : fmt::format("{:.6f}", vk).c_str(), r["kld_mean"].get<double>(),
-                r["kld_stderr"].get<double>(), 100 * r["top1"].get<double>(), r["ppl"].get<double>());
+                r["kld_stderr"].get<double>(), 100 * r["top1"].get<double>(), r["ppl"].get<double>(), tps.c_str());
+  }
+  if (speed) {
+    const json& g = summary["rows"][0];
+    std::printf("\nspeed budget: decode >= %g, prompts >= %g tokens/s (0: none); llama-bench here, %d threads, each file's "
+                "fastest of %d rounds.\n",
+                o.min_decode, o.min_prefill, summary["threads"].get<int>(), o.bench_rounds);
+    if (g.contains("tg128") && !verdict.value("gamma_meets_speed_measured", true))
+      std::printf("gamma's file measured below the budget (tg128 %.2f, pp512 %.1f), though the speed table predicted "
+                  "%.2f and %.1f: its prediction was %+.0f %% / %+.0f %% off here; ask for a little more.\n",
+                  g["tg128"].get<double>(), g["pp512"].get<double>(), g["predicted_tg128"].get<double>(),
+                  g["predicted_pp512"].get<double>(), 100 * (g["predicted_tg128"].get<double>() / g["tg128"].get<double>() - 1),
+                  100 * (g["predicted_pp512"].get<double>() / g["pp512"].get<double>() - 1));
   }
   if (mix_wins)
     std::printf("\nverdict: llama.cpp's %s %s gamma's file on validation (KLD %.6f vs %.6f).\nUse it: %s\n",
@@ -217,8 +273,9 @@ void print_summary(const Env& e, const json& summary, const std::string& json_pa
                 o.max_kld > 0 ? "meets the KLD in fewer bytes than" : "fits the budget and beats",
                 verdict["valid_kld"].get<double>(), best_kld, verdict["llama_quantize"].get<std::string>().c_str());
   else
-    std::printf("\nverdict: gamma's file %s (no llama.cpp mix %s beats it on validation)\n",
-                verdict["file"].get<std::string>().c_str(), o.max_kld > 0 ? "meets the KLD in fewer bytes and" : "that fits the budget");
+    std::printf("\nverdict: gamma's file %s (no llama.cpp mix %s%s beats it on validation)\n",
+                verdict["file"].get<std::string>().c_str(), o.max_kld > 0 ? "meets the KLD in fewer bytes and" : "that fits the budget",
+                speed ? " and measured at the speed" : "");
   std::printf("summary: %s, picture: %s (total %s)\n", json_path.c_str(), png_path.c_str(),
               hms(e.elapsed()).c_str());
 }

@@ -10,22 +10,6 @@
 namespace gm::run {
 namespace {
 
-// The output head's (or the tied embedding's) type `steps` steps cheaper than `current` that
-// its rows fit, or "". Two steps are tried because on Qwen the Q4_K head (two below llama.cpp's
-// Q6_K) won validation for every allocator at IQ2_M, Q2_K and IQ3_XXS's sizes
-// (results/iq_qwen/table.md): the bytes buy more in the linear modules than in the head.
-std::string cheaper_head_type(const Manifest& m, const std::string& head, const std::string& current, int steps = 1) {
-  static const std::map<std::string, std::string> kStep = {
-      {"Q8_0", "Q5_1"}, {"Q6_K", "Q5_K"}, {"Q5_K", "Q4_K"}, {"Q5_1", "Q4_1"}};
-  std::string t = current;
-  for (int i = 0; i < steps; ++i) {
-    auto it = kStep.find(t);
-    if (it == kStep.end() || !check_fixed_type(m, head, it->second).is_ok()) return "";
-    t = it->second;
-  }
-  return t;
-}
-
 // The smallest file the pool makes with the head at `type`.
 Result<uint64_t> min_file_with_head(const Manifest& man, const std::string& head, const std::string& type) {
   GAMMA_ASSIGN_OR_RETURN(scores::Scores st, scores::Scores::from_manifest(man));

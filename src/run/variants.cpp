@@ -24,13 +24,7 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
   fs::create_directories(dir, ec);
   if (ec) return Status::errorf("cannot create {}: {}", dir, ec.message());
   const std::string head = output_head(man);
-  std::vector<std::pair<std::string, int>> heads;  // type, steps below the default
-  for (int k = 0; k <= kHeadSteps; ++k) {
-    GAMMA_ASSIGN_OR_RETURN(auto h, head_at(man, stat, size, k));
-    if (h) heads.emplace_back(*h, k);
-  }
-  if (heads.empty())
-    return Status::errorf("{} is below the smallest file any head rule can make", format_size(size));
+  GAMMA_ASSIGN_OR_RETURN(std::vector<HeadRule> heads, head_rules(e, man, stat, size));
   std::vector<Variant> out;
   for (const auto& s : scorers)
     for (const auto& [h, steps] : heads) {
@@ -49,6 +43,7 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
                                         cmd.insert(cmd.end(), {"-o", v.plan});
                                         cmd.insert(cmd.end(), s.args.begin(), s.args.end());
                                         if (!h.empty()) cmd.insert(cmd.end(), {"--fixed", head + "=" + h});
+                                        for (const auto& a : speed_args(e)) cmd.push_back(a);
                                         GAMMA_RETURN_IF_ERROR(run_step("solve", cmd));
                                         return run_step("emit", {e.G, "emit", e.pool, v.plan, "-o", gguf});
                                       }));
@@ -58,6 +53,7 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
       v.bytes = r.file_bytes;
       v.kld = r.kld;
       v.kld_err = r.err;
+      if (auto pl = Plan::load(v.plan); pl.is_ok() && pl->info.contains("speed")) v.speed = pl->info["speed"];
       out.push_back(v);
     }
   return out;
@@ -69,7 +65,7 @@ const Variant& best_of(const std::vector<Variant>& vs) {
 
 json variant_json(const Variant& v) {
   return {{"name", v.name}, {"scorer", v.scorer}, {"head_type", v.head_type}, {"head_steps", v.head_steps}, {"plan", v.plan},
-          {"file_bytes", v.bytes}, {"valid_kld", v.kld}, {"valid_kld_stderr", v.kld_err}};
+          {"file_bytes", v.bytes}, {"valid_kld", v.kld}, {"valid_kld_stderr", v.kld_err}, {"speed", v.speed}};
 }
 
 Status emit_variant(Env& e, const Variant& v, const std::string& gguf) {

@@ -376,11 +376,14 @@ Result<CostTable> cost_table(const Manifest& m, CostModel& cm, const std::string
       t.cost[e.name][c.id] = k;
     }
   }
-  // The head at every type a plan can give it by default, and at every type of the pool.
+  // The head at every type a plan can give it by default and every cheaper head type below
+  // those (gamma run's head rules), and at every type of the pool.
   GAMMA_ASSIGN_OR_RETURN(Weight head, head_of(m));
   std::set<std::string> head_types(m.types.begin(), m.types.end());
   head_types.insert(head.type);
-  for (double bpw = 1.0; bpw <= 16.0; bpw += 0.25) head_types.insert(default_fixed_types(m, bpw).at(head.name));
+  for (double bpw = 1.0; bpw <= 16.0; bpw += 0.25)
+    for (std::string t = default_fixed_types(m, bpw).at(head.name); !t.empty(); t = cheaper_head_type(m, head.name, t))
+      head_types.insert(t);
   for (const auto& type : head_types) {
     if (!check_fixed_type(m, head.name, type).is_ok()) continue;
     GAMMA_ASSIGN_OR_RETURN(KernelTime k, cm.kernel(type, head.n_in, head.n_out, true));

@@ -1,0 +1,121 @@
+// gamma run under a speed budget (--min-decode / --min-prefill): the speed table of the pool's
+// candidates on this machine (src/speed), made from the pool's preview so that a speed no plan
+// of the size reaches fails before the pool is quantized; the head rules that can meet the
+// budget at a size (solve/timed.h decides, with the static scores: reachability does not depend
+// on the scores); and the report's files measured by llama-bench beside their predictions,
+// because the prediction is a model (results/speed_model/: 10-19 % high on some Qwen files).
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "run/pipeline.h"
+#include "run/proc.h"
+#include "scores/scores.h"
+#include "solve/budget.h"
+
+namespace fs = std::filesystem;
+
+namespace gm::run {
+
+bool speed_budget(const Env& e) { return e.o.min_decode > 0 || e.o.min_prefill > 0; }
+
+Status make_speed_table(Env& e, const Manifest& m) {
+  if (!speed_budget(e)) return Status::ok();
+  e.speed = e.W + "/speed.json";
+  if (!file_exists(e.speed)) {
+    const double eta = speed_table_seconds(e.ms, m.types.size(), speed::layer_of(m).shapes.size() + 1);
+    GAMMA_RETURN_IF_ERROR(e.stage("speed table (kernels of every candidate type and shape here) -> " + e.speed, eta,
+                                  [&]() -> Status {
+      GAMMA_ASSIGN_OR_RETURN(speed::CostModel cm, speed::CostModel::open(std::stoi(e.T)));
+      GAMMA_ASSIGN_OR_RETURN(speed::CostTable t, speed::cost_table(m, cm, e.o.llama_bin + "/llama-bench", e.model));
+      return t.save(e.speed);
+    }));
+  }
+  GAMMA_ASSIGN_OR_RETURN(speed::CostTable t, speed::CostTable::load(e.speed));
+  GAMMA_RETURN_IF_ERROR(t.covers(m).with_context(e.speed));
+  e.table = std::move(t);
+  return Status::ok();
+}
+
+std::vector<std::string> speed_args(const Env& e) {
+  if (!speed_budget(e)) return {};
+  std::vector<std::string> a = {"--speed", e.speed};
+  if (e.o.min_decode > 0) a.insert(a.end(), {"--min-decode", fmt::format("{}", e.o.min_decode)});
+  if (e.o.min_prefill > 0) a.insert(a.end(), {"--min-prefill", fmt::format("{}", e.o.min_prefill)});
+  return a;
+}
+
+Result<std::vector<HeadRule>> meeting_speed(const Env& e, const Manifest& man, uint64_t size,
+                                            const std::vector<HeadRule>& rules) {
+  if (!speed_budget(e)) return rules;
+  GAMMA_ASSIGN_OR_RETURN(scores::Scores st, scores::Scores::from_manifest(man));
+  const solve::SpeedBudget sb{&*e.table, e.o.min_decode, e.o.min_prefill};
+  std::vector<HeadRule> out;
+  Status last;
+  for (const auto& r : rules) {
+    std::map<std::string, std::string> fixed;
+    if (!r.first.empty()) fixed[output_head(man)] = r.first;
+    GAMMA_ASSIGN_OR_RETURN(auto a, solve::Allocator::create(man, st, {}, {}, fixed));
+    auto s = a.solve(solve::Budget::of_file_bytes(size), sb);
+    if (s.is_ok()) out.push_back(r);
+    else last = s.status();
+  }
+  // The rules come default head first, then cheaper heads: the last one's failure names the
+  // fastest speed of the cheapest head, the most any rule reaches at this size.
+  if (out.empty()) return last;
+  return out;
+}
+
+Result<std::vector<HeadRule>> head_rules(const Env& e, const Manifest& man, const solve::Allocator& stat, uint64_t size) {
+  std::vector<HeadRule> rules;
+  for (int k = 0; k <= kHeadSteps; ++k) {
+    GAMMA_ASSIGN_OR_RETURN(auto h, head_at(man, stat, size, k));
+    if (h) rules.emplace_back(*h, k);
+  }
+  if (rules.empty()) return Status::errorf("{} is below the smallest file any head rule can make", solve::format_size(size));
+  return meeting_speed(e, man, size, rules);
+}
+
+Status bench_rows(Env& e, json& summary, uint64_t budget) {
+  if (!speed_budget(e)) return Status::ok();
+  std::vector<std::string> files;
+  for (const auto& r : summary["rows"]) {
+    const std::string p = r.value("path", "");
+    if (!p.empty() && file_exists(p) && p.size() > 5 && p.substr(p.size() - 5) == ".gguf") files.push_back(p);
+  }
+  if (files.empty()) return Status::ok();
+  const std::string out = e.W + "/speed-check-" + std::to_string(budget) + ".json";
+  auto same_files = [&]() {  // a check of exactly these files is there: resumed, not measured again
+    auto j = read_json(out, "gamma.speed.check", 1);
+    if (!j.is_ok()) return false;
+    size_t n = 0;
+    for (const auto& f : (*j)["files"])
+      n += std::find(files.begin(), files.end(), f.value("file", "")) != files.end();
+    return n == files.size();
+  };
+  if (!same_files()) {
+    std::vector<std::string> cmd = {e.G, "speed"};
+    cmd.insert(cmd.end(), files.begin(), files.end());
+    cmd.insert(cmd.end(), {"--reference", e.model, "--bench", "--rounds", std::to_string(e.o.bench_rounds), "-t", e.T,
+                           "--llama-bin", e.o.llama_bin, "-o", out});
+    const double eta = bench_seconds(e.ms, files.size(), e.o.bench_rounds);
+    GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("llama-bench of {} files ({} rounds)", files.size(), e.o.bench_rounds), eta,
+                                  [&] { return run_step("speed", cmd); }));
+  }
+  GAMMA_ASSIGN_OR_RETURN(json check, read_json(out, "gamma.speed.check", 1));
+  for (const char* list : {"rows", "mixes", "front"})
+    for (auto& r : summary[list])
+      for (const auto& f : check["files"])
+        if (f.value("file", "") == r.value("path", ""))
+          for (const char* k : {"predicted_tg128", "predicted_pp512", "tg128", "pp512"}) r[k] = f[k];
+  summary["speed"] = {{"table", e.speed},
+                      {"min_decode_tps", e.o.min_decode},
+                      {"min_prefill_tps", e.o.min_prefill},
+                      {"check", out},
+                      {"bench_rounds", e.o.bench_rounds}};
+  summary["threads"] = std::stoi(e.T);
+  return Status::ok();
+}
+
+}  // namespace gm::run
