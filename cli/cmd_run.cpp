@@ -6,6 +6,7 @@
 #include "cli/command.h"
 #include "run/run.h"
 #include "solve/budget.h"
+#include "speed/speed.h"
 #include "util/files.h"
 
 namespace gm::cli {
@@ -49,8 +50,8 @@ void add_run(CLI::App& app) {
   c->add_option("-c,--ctx", o->eval_ctx, "evaluation (and imatrix) chunk length")->capture_default_str();
   c->add_option("--chunks", o->eval_chunks, "report-text chunks")->capture_default_str();
   c->add_option("--valid-chunks", o->valid_chunks, "validation chunks (default: --chunks)");
-  c->add_option("--min-decode", o->min_decode, "speed budget: the file must decode at least this many tokens/s on this machine (llama-bench tg128, as gamma speed predicts it); needs --size");
-  c->add_option("--min-prefill", o->min_prefill, "speed budget: prompt processing tokens/s (llama-bench pp512); needs --size");
+  c->add_option("--min-decode", o->min_decode, "speed budget: the file must decode at least this many tokens/s on this machine (llama-bench tg128, as gamma speed predicts it), or a GGUF of the model: at least as fast as that file (e.g. the llama.cpp mix you run today); needs --size");
+  c->add_option("--min-prefill", o->min_prefill, "speed budget: prompt processing tokens/s (llama-bench pp512), or a GGUF of the model; needs --size");
   c->add_option("--bench-rounds", o->bench_rounds, "with a speed budget: llama-bench rounds over the reported files, each file's fastest kept")
       ->capture_default_str();
   c->add_flag("--no-front", [o](int64_t) { o->front = false; }, "skip gamma's plans at each mix's size (the picture's front)");
@@ -69,9 +70,9 @@ void add_run(CLI::App& app) {
     if (size->count() + bpw->count() + kld->count() == 0) o->bpw = 4.75;
     if (bpw->count()) fail_if(solve::check_bpw(o->bpw));
     if (kld->count() && !(o->max_kld > 0 && std::isfinite(o->max_kld))) throw Failure("--max-kld must be a positive number");
-    if (!(o->min_decode >= 0 && o->min_prefill >= 0 && std::isfinite(o->min_decode) && std::isfinite(o->min_prefill)))
-      throw Failure("--min-decode and --min-prefill must be non-negative numbers (tokens/s)");
-    if ((o->min_decode > 0 || o->min_prefill > 0) && !size->count())
+    if (!o->min_decode.empty()) fail_if(speed::check_speed_target(o->min_decode).with_context("--min-decode"));
+    if (!o->min_prefill.empty()) fail_if(speed::check_speed_target(o->min_prefill).with_context("--min-prefill"));
+    if ((!o->min_decode.empty() || !o->min_prefill.empty()) && !size->count())
       throw Failure("--min-decode and --min-prefill need --size: the speed budget is solved beside a file size");
     if (o->bench_rounds < 1) throw Failure("--bench-rounds must be positive");
     if (o->eval_chunks < 1 || o->eval_ctx < 8 || o->imatrix_chunks < 1 || o->steps < 0 || o->visit_steps < 1 || o->valid_chunks < 0 || o->max_mixes < 1)

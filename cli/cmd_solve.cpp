@@ -22,7 +22,7 @@ struct SolveOpts {
   std::string blend;
   std::string choose_head;
   std::string speed;
-  double min_decode = 0, min_prefill = 0;
+  std::string min_decode, min_prefill;
 };
 
 void report(const solve::Allocation& a, const std::string& path, bool require_optimal) {
@@ -123,8 +123,8 @@ void add_solve(CLI::App& app) {
   c->add_option("--choose-head", o->choose_head, "LAYERS.json (gamma layers --head): choose the output head and embedding among the types it measured, each combination solved exactly, the least predicted KLD kept (its measured cost plus the body's scores in KLD units, by the same file's layers); with --size");
   c->add_option("--fill", o->fill, "spend at least this fraction of the budget (e.g. 0.995): scores reused away from their learned target");
   c->add_option("--speed", o->speed, "SPEED.json (gamma speed --pool): record each plan's predicted tokens/s on the machine it was measured on; with --size");
-  c->add_option("--min-decode", o->min_decode, "tokens/s the plan must decode at (llama-bench tg128, as the speed table predicts it)");
-  c->add_option("--min-prefill", o->min_prefill, "tokens/s the plan must process prompts at (llama-bench pp512, as the speed table predicts it)");
+  c->add_option("--min-decode", o->min_decode, "tokens/s the plan must decode at (llama-bench tg128, as the speed table predicts it), or a GGUF of the model: at least as fast as that file by the same table");
+  c->add_option("--min-prefill", o->min_prefill, "tokens/s the plan must process prompts at (llama-bench pp512, as the speed table predicts it), or a GGUF of the model");
   c->add_flag("--require-optimal", o->require_optimal, "fail (write nothing) unless every plan is proven optimal");
   c->add_option("-o,--output", o->out, "plan JSON to write (a directory with --sweep)")->required();
   c->callback([o] { run_solve(*o); });

@@ -362,10 +362,23 @@ TEST(RunPipeline, SpeedBudgetBindsThePlanAndTheReportMeasuresIt) {
   ASSERT_TRUE(plan.is_ok());
   EXPECT_DOUBLE_EQ((*plan)["info"]["speed"]["min_decode_tps"].get<double>(), want);
 
+  // "As fast as this file": the budget is the file's speed by the same table.
+  r = gamma("run " + common + " -w " + d / "w" + " --min-decode " + d / "w/llama-Q4_0.gguf");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  j = read_json(d / "w/run.json", "gamma.run", 2);
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ((*j)["speed"]["min_decode_given"], d / "w/llama-Q4_0.gguf");
+  EXPECT_NEAR((*j)["speed"]["min_decode_tps"].get<double>(), (*j)["mixes"][0]["predicted_tg128"].get<double>(),
+              1e-9 * (*j)["mixes"][0]["predicted_tg128"].get<double>());
+  for (const auto& v : (*j)["tried"])
+    EXPECT_GE(v["speed"]["predicted_tg128"].get<double>(), (*j)["speed"]["min_decode_tps"].get<double>() * (1 - 1e-9));
+
   // Bad speed budgets: one line each.
   r = gamma("run " + stories260k() + " --min-decode 10 -w " + d / "w2");
   EXPECT_EQ(r.output, "gamma: error: --min-decode and --min-prefill need --size: the speed budget is solved beside a file size\n");
   r = gamma("run " + common + " --min-decode -3 -w " + d / "w3");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_EQ(r.output, "gamma: error: --min-decode: -3: tokens/s must be a non-negative number\n");
+  r = gamma("run " + common + " --min-decode fast.gguf -w " + d / "w3");
+  EXPECT_EQ(r.output, "gamma: error: --min-decode: fast.gguf: neither tokens/s nor a GGUF file\n");
+  EXPECT_FALSE(fs::exists(d / "w3"));
 }

@@ -63,6 +63,21 @@ TEST(Speed, PredictsTheReferenceAndSolvesWithinADecodeBudget) {
   const double free_score = free_plan.value()["info"]["objective"].get<double>();
   ASSERT_GT(free_tg, 0);
 
+  // "As fast as this file": a GGUF of the model as the budget, its speed by the same table. The
+  // free plan's own file asks for exactly the free plan's speed, which the free plan meets.
+  r = g("emit " + d + "/pool " + d + "/free.json -o " + d + "/free.gguf");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = g("solve " + d + "/pool --score-from-manifest " + size + " --speed " + d + "/speed.json --min-decode " + d +
+        "/free.gguf -o " + d + "/as-fast.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto as_fast = read_json(d + "/as-fast.json", "gamma.plan", 1);
+  ASSERT_TRUE(as_fast.is_ok());
+  EXPECT_NEAR(as_fast.value()["info"]["speed"]["min_decode_tps"].get<double>(), free_tg, 1e-9 * free_tg);
+  EXPECT_EQ(as_fast.value()["info"]["speed"]["min_decode_given"], d + "/free.gguf");
+  r = g("solve " + d + "/pool --score-from-manifest " + size + " --speed " + d + "/speed.json --min-decode fast -o " + d +
+        "/bad.json");
+  EXPECT_EQ(r.output, "gamma: error: --min-decode: fast: neither tokens/s nor a GGUF file\n");
+
   // An unreachable speed names the fastest plan of that size...
   r = g("solve " + d + "/pool --score-from-manifest " + size + " --speed " + d + "/speed.json --min-decode 1e9 -o " + d +
         "/never.json");

@@ -59,6 +59,7 @@ struct Env {
   std::optional<FileLock> lock;  // on the work directory, for the whole run
   std::string speed;                       // W/speed.json with a speed budget, else ""
   std::optional<speed::CostTable> table;   // its contents
+  double min_decode_tps = 0, min_prefill_tps = 0;  // --min-decode / --min-prefill resolved by it
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   json stages = json::array();
 

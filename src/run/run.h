@@ -72,7 +72,8 @@ struct RunOptions {
   // Speed budgets (tokens/s on this machine, as llama-bench's tg128 / pp512; 0: none): every
   // scorer is solved under them (solve/timed.h, priced by the speed table of src/speed), and the
   // report measures each file with llama-bench (bench_rounds rounds, each file's fastest kept).
-  double min_decode = 0, min_prefill = 0;
+  // Each is tokens/s, or a GGUF of the model: "as fast as this file" (speed::speed_target).
+  std::string min_decode, min_prefill;
   int bench_rounds = 2;
   bool dry_run = false;                // print the plan of work, its time and disk, and stop
   int threads = 0;                     // 0: all cores

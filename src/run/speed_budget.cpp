@@ -6,9 +6,12 @@
 // because the prediction is a model (results/speed_model/: 10-19 % high on some Qwen files).
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
+#include "gguf_model/model.h"
 #include "run/pipeline.h"
 #include "run/proc.h"
 #include "scores/scores.h"
@@ -18,7 +21,7 @@ namespace fs = std::filesystem;
 
 namespace gm::run {
 
-bool speed_budget(const Env& e) { return e.o.min_decode > 0 || e.o.min_prefill > 0; }
+bool speed_budget(const Env& e) { return !e.o.min_decode.empty() || !e.o.min_prefill.empty(); }
 
 Status make_speed_table(Env& e, const Manifest& m) {
   if (!speed_budget(e)) return Status::ok();
@@ -34,6 +37,16 @@ Status make_speed_table(Env& e, const Manifest& m) {
   }
   GAMMA_ASSIGN_OR_RETURN(speed::CostTable t, speed::CostTable::load(e.speed));
   GAMMA_RETURN_IF_ERROR(t.covers(m).with_context(e.speed));
+  for (auto [arg, decode, out] : {std::make_tuple(&e.o.min_decode, true, &e.min_decode_tps),
+                                  std::make_tuple(&e.o.min_prefill, false, &e.min_prefill_tps)}) {
+    if (arg->empty()) continue;
+    auto v = speed::speed_target(*arg, m, t, decode);
+    if (!v.is_ok()) return v.status().with_context(decode ? "--min-decode" : "--min-prefill");
+    *out = *v;
+  }
+  std::printf("   speed budget: decode >= %.2f, prompts >= %.1f tokens/s by the speed table (0: none)\n", e.min_decode_tps,
+              e.min_prefill_tps);
+  std::fflush(stdout);  // before any error line on stderr
   e.table = std::move(t);
   return Status::ok();
 }
@@ -41,8 +54,8 @@ Status make_speed_table(Env& e, const Manifest& m) {
 std::vector<std::string> speed_args(const Env& e) {
   if (!speed_budget(e)) return {};
   std::vector<std::string> a = {"--speed", e.speed};
-  if (e.o.min_decode > 0) a.insert(a.end(), {"--min-decode", fmt::format("{}", e.o.min_decode)});
-  if (e.o.min_prefill > 0) a.insert(a.end(), {"--min-prefill", fmt::format("{}", e.o.min_prefill)});
+  if (e.min_decode_tps > 0) a.insert(a.end(), {"--min-decode", fmt::format("{}", e.min_decode_tps)});
+  if (e.min_prefill_tps > 0) a.insert(a.end(), {"--min-prefill", fmt::format("{}", e.min_prefill_tps)});
   return a;
 }
 
@@ -50,7 +63,7 @@ Result<std::vector<HeadRule>> meeting_speed(const Env& e, const Manifest& man, u
                                             const std::vector<HeadRule>& rules) {
   if (!speed_budget(e)) return rules;
   GAMMA_ASSIGN_OR_RETURN(scores::Scores st, scores::Scores::from_manifest(man));
-  const solve::SpeedBudget sb{&*e.table, e.o.min_decode, e.o.min_prefill};
+  const solve::SpeedBudget sb{&*e.table, e.min_decode_tps, e.min_prefill_tps};
   std::vector<HeadRule> out;
   Status last;
   for (const auto& r : rules) {
@@ -104,14 +117,32 @@ Status bench_rows(Env& e, json& summary, uint64_t budget) {
                                   [&] { return run_step("speed", cmd); }));
   }
   GAMMA_ASSIGN_OR_RETURN(json check, read_json(out, "gamma.speed.check", 1));
+  // Measured: llama-bench's. Predicted: by the table the plans were solved with (what the
+  // budget was held to), each file's weights at their types; gamma speed's own prediction in
+  // the check is calibrated on the same rounds it measures, so it is not what the solver saw.
+  std::map<std::string, speed::Speed> by_table;
+  for (const auto& f : files) {
+    auto model = Model::open(f);
+    if (!model.is_ok()) return model.status();
+    if (auto p = e.table->predict(**model); p.is_ok()) by_table[f] = *p;
+  }
   for (const char* list : {"rows", "mixes", "front"})
     for (auto& r : summary[list])
-      for (const auto& f : check["files"])
-        if (f.value("file", "") == r.value("path", ""))
-          for (const char* k : {"predicted_tg128", "predicted_pp512", "tg128", "pp512"}) r[k] = f[k];
+      for (const auto& f : check["files"]) {
+        const std::string path = f.value("file", "");
+        if (path != r.value("path", "")) continue;
+        r["tg128"] = f["tg128"];
+        r["pp512"] = f["pp512"];
+        const bool priced = by_table.count(path) > 0;
+        r["predicted_tg128"] = priced ? by_table[path].decode_tps : f["predicted_tg128"].get<double>();
+        r["predicted_pp512"] = priced ? by_table[path].prefill_tps : f["predicted_pp512"].get<double>();
+        r["predicted_by"] = priced ? "speed table" : "gamma speed (the table does not price this file's types)";
+      }
   summary["speed"] = {{"table", e.speed},
-                      {"min_decode_tps", e.o.min_decode},
-                      {"min_prefill_tps", e.o.min_prefill},
+                      {"min_decode_tps", e.min_decode_tps},
+                      {"min_prefill_tps", e.min_prefill_tps},
+                      {"min_decode_given", e.o.min_decode},
+                      {"min_prefill_given", e.o.min_prefill},
                       {"check", out},
                       {"bench_rounds", e.o.bench_rounds}};
   summary["threads"] = std::stoi(e.T);

@@ -73,7 +73,7 @@ Result<json> front_point(Env& e, const Manifest& man, const std::vector<Scorer>&
 bool meets_speed(const Env& e, const json& row) {
   if (!speed_budget(e)) return true;
   if (!row.contains("tg128")) return false;
-  return row["tg128"].get<double>() >= e.o.min_decode && row["pp512"].get<double>() >= e.o.min_prefill;
+  return row["tg128"].get<double>() >= e.min_decode_tps && row["pp512"].get<double>() >= e.min_prefill_tps;
 }
 
 json verdict_of(const Env& e, const std::vector<MixRow>& mixes, const json& measured, const Variant& best,
@@ -257,9 +257,9 @@ void print_summary(const Env& e, const json& summary, const std::string& json_pa
   }
   if (speed) {
     const json& g = summary["rows"][0];
-    std::printf("\nspeed budget: decode >= %g, prompts >= %g tokens/s (0: none); llama-bench here, %d threads, each file's "
+    std::printf("\nspeed budget: decode >= %.2f, prompts >= %.1f tokens/s (0: none); llama-bench here, %d threads, each file's "
                 "fastest of %d rounds.\n",
-                o.min_decode, o.min_prefill, summary["threads"].get<int>(), o.bench_rounds);
+                e.min_decode_tps, e.min_prefill_tps, summary["threads"].get<int>(), o.bench_rounds);
     if (g.contains("tg128") && !verdict.value("gamma_meets_speed_measured", true))
       std::printf("gamma's file measured below the budget (tg128 %.2f, pp512 %.1f), though the speed table predicted "
                   "%.2f and %.1f: its prediction was %+.0f %% / %+.0f %% off here; ask for a little more.\n",

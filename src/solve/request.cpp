@@ -1,6 +1,7 @@
 #include "solve/request.h"
 
 #include <cmath>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -53,9 +54,7 @@ Status Request::check() const {
     return Status::error("--choose-head takes a file-size budget (--size): a --bpw budget does not pay for the head");
   if (!choose_head.empty() && fill > 0) return Status::error("--choose-head and --fill do not combine");
   if (!blend.empty() && scores.empty()) return Status::error("--blend needs --scores (it blends two scorers' files)");
-  if (!(min_decode >= 0 && min_prefill >= 0 && std::isfinite(min_decode) && std::isfinite(min_prefill)))
-    return Status::error("--min-decode and --min-prefill must be tokens per second (> 0)");
-  if ((min_decode > 0 || min_prefill > 0) && speed.empty())
+  if ((!min_decode.empty() || !min_prefill.empty()) && speed.empty())
     return Status::error("--min-decode and --min-prefill need --speed SPEED.json (gamma speed --pool)");
   if (!speed.empty() && (!budget || budget->kind != Budget::Kind::kFileBytes))
     return Status::error("--speed takes a file-size budget (--size): the head and the rest of the file take time too");
@@ -93,9 +92,18 @@ Result<Outcome> solve_request(const Manifest& m, const Request& r) {
     a.plan.info["fill"] = {{"fraction", r.fill}, {"kappa", kappa}};
   } else if (!r.speed.empty()) {
     GAMMA_ASSIGN_OR_RETURN(speed::CostTable table, speed::CostTable::load(r.speed));
-    SpeedBudget sp{&table, r.min_decode, r.min_prefill};
+    SpeedBudget sp{&table, 0, 0};
+    for (auto [arg, decode, out] : {std::make_tuple(&r.min_decode, true, &sp.min_decode_tps),
+                                    std::make_tuple(&r.min_prefill, false, &sp.min_prefill_tps)}) {
+      if (arg->empty()) continue;
+      auto v = speed::speed_target(*arg, m, table, decode);
+      if (!v.is_ok()) return v.status().with_context(decode ? "--min-decode" : "--min-prefill");
+      *out = *v;
+    }
     GAMMA_ASSIGN_OR_RETURN(a, alloc.solve(*r.budget, sp));
     a.plan.info["speed"]["table"] = r.speed;
+    a.plan.info["speed"]["min_decode_given"] = r.min_decode;
+    a.plan.info["speed"]["min_prefill_given"] = r.min_prefill;
   } else {
     GAMMA_ASSIGN_OR_RETURN(a, alloc.solve(*r.budget));
   }

@@ -29,7 +29,9 @@ struct Request {
   std::vector<double> sweep;     // bpw budgets
   double fill = 0;               // (0, 1]: spend at least this fraction of the budget
   std::string speed;             // gamma.speed table: predicted speeds recorded, time budgets priced
-  double min_decode = 0, min_prefill = 0;  // tokens/s the plan must reach (needs speed, --size)
+  // The plan must reach these (needs speed, --size): tokens/s, or a GGUF of the model meaning
+  // "as fast as this file" by the same table (speed::speed_target); "" = no budget.
+  std::string min_decode, min_prefill;
   KnapsackOptions knapsack;
 
   // The combinations that do not make sense, in one line each, before anything is read.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -360,6 +361,52 @@ Result<Speed> CostTable::predict(const Manifest& m, const Plan& p) const {
   s.decode_tps = 1e6 / d;
   s.prefill_tps = 1e6 * kPrefillBatch / pre;
   return s;
+}
+
+Result<Speed> CostTable::predict(const Model& file) const {
+  GAMMA_ASSIGN_OR_RETURN(auto ws, weights_of(file));
+  double d = rest.decode_us, pre = rest.prefill_us;
+  for (const auto& w : ws) {
+    GAMMA_ASSIGN_OR_RETURN(KernelTime k, at(w.name, w.type));
+    d += k.decode_us;
+    pre += k.prefill_us;
+  }
+  if (!(d > 0 && pre > 0)) return Status::error("speed: the predicted time is not positive (the rest is mis-measured)");
+  Speed s;
+  s.decode_tps = 1e6 / d;
+  s.prefill_tps = 1e6 * kPrefillBatch / pre;
+  return s;
+}
+
+namespace {
+// The number in `arg`, when it is one.
+std::optional<double> tokens_per_second(const std::string& arg) {
+  char* end = nullptr;
+  const double v = std::strtod(arg.c_str(), &end);
+  if (arg.empty() || !end || *end != '\0') return std::nullopt;
+  return v;
+}
+}  // namespace
+
+Status check_speed_target(const std::string& arg) {
+  if (auto v = tokens_per_second(arg))
+    return *v >= 0 && std::isfinite(*v) ? Status::ok() : Status::errorf("{}: tokens/s must be a non-negative number", arg);
+  return file_exists(arg) ? Status::ok() : Status::errorf("{}: neither tokens/s nor a GGUF file", arg);
+}
+
+Result<double> speed_target(const std::string& arg, const Manifest& m, const CostTable& t, bool decode) {
+  GAMMA_RETURN_IF_ERROR(check_speed_target(arg));
+  if (auto v = tokens_per_second(arg)) return *v;
+  GAMMA_ASSIGN_OR_RETURN(auto model, Model::open(arg));
+  GAMMA_ASSIGN_OR_RETURN(auto ws, weights_of(*model));
+  for (const auto& w : ws) {  // the pool's model: every linear module by name and shape
+    if (w.head) continue;
+    const auto* e = m.find(w.name);
+    if (!e || e->shape.size() != 2 || e->shape[0] != w.n_in || e->shape[1] != w.n_out)
+      return Status::errorf("{} is not the pool's model ({} {})", arg, w.name, e ? "has another shape" : "is not a module");
+  }
+  GAMMA_ASSIGN_OR_RETURN(Speed s, t.predict(*model));
+  return decode ? s.decode_tps : s.prefill_tps;
 }
 
 Result<CostTable> cost_table(const Manifest& m, CostModel& cm, const std::string& llama_bench,

@@ -130,7 +130,19 @@ struct CostTable {
   Result<KernelTime> at(const std::string& tensor, const std::string& id) const;
   // A plan's speed by this table (what CostModel::predict says, without measuring anything).
   Result<Speed> predict(const Manifest& m, const Plan& p) const;
+  // A GGUF of the same model (e.g. a llama.cpp mix) by this table; fails naming a weight at a
+  // type the table does not price.
+  Result<Speed> predict(const Model& file) const;
 };
+
+// A speed budget as the user gives it: tokens/s ("27.4"), or a GGUF file of the pool `m`'s model,
+// meaning "at least as fast as this file here" by the same table (`decode`: its tg128, else its
+// pp512). The file form carries the table's own bias on both sides of the comparison: measured,
+// the prediction's absolute error moved by 10-19 % between runs on this machine while the ratio
+// of two files' predictions held within 2 % (results/speed_model/goal_qwen/).
+Result<double> speed_target(const std::string& arg, const Manifest& m, const CostTable& t, bool decode);
+// What speed_target checks before any table exists: a number >= 0, or a file that exists.
+Status check_speed_target(const std::string& arg);
 
 // Measures (or reads from the cache) every candidate and head type of the pool, and the rest
 // on `reference` (a GGUF of the same model; empty: the pool's source, which for a pool of an
