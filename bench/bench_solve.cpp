@@ -7,13 +7,17 @@
 //     --cbc-budgets: budgets per instance CBC solves (evenly spread over the 100; default 8;
 //                    100 = all, slow: CBC takes seconds per 70B budget)
 //     --reps:        timing repetitions per gamma measurement (median reported; default 5)
+//     --cbc-70b-timed: CBC also on the 70B instance with a time budget (minutes each)
+// "timed": the same shapes with a decode-time budget beside the bytes (solve/timed.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 
 #include "solve/knapsack.h"
+#include "solve/timed.h"
 #include "solve/instances.h"
 #include "util/json.h"
 
@@ -143,13 +147,56 @@ json bench_instance(const char* name, const Shape& shape, ScoreModel sm, int cbc
 
 }  // namespace
 
+// The knapsack with a decode-time budget beside the bytes (solve/timed.h) on the same shapes:
+// times like decode kernels' (bytes x a per-type slowness), the cap between the fastest plan of
+// the size and the plain optimum's time. Solve time, byte-knapsack solves, certified gap, and
+// CBC's optimum for the loss (Qwen only unless `cbc_70b`: CBC takes minutes per 70B instance).
+json bench_timed(const char* name, const Shape& shape, bool cbc) {
+  json points = json::array();
+  for (double bpw : {2.75, 3.5, 4.5})
+    for (double share : {0.3, 0.7}) {
+      auto cls = model_instance(shape, ScoreModel::kNegRelErr, 11);
+      std::mt19937_64 rng(3);
+      TimeResource t = times_for(cls, rng);
+      const uint64_t cap = uint64_t(bpw * double(total_params(shape)) / 8);
+      auto plain = Knapsack::create(cls)->solve(cap);
+      if (!plain.is_ok()) continue;
+      double t_plain = 0;
+      for (size_t i = 0; i < cls.size(); ++i) t_plain += t.time[i][plain->choice[i]];
+      auto f = fastest(cls, t, cap);
+      if (!f.is_ok()) continue;
+      t.cap = *f + share * (t_plain - *f);
+      const auto t0 = Clock::now();
+      auto s = solve_timed(cls, {t}, cap);
+      const double ms = since(t0) * 1e3;
+      if (!s.is_ok()) continue;
+      json p = {{"bpw", bpw}, {"time_share", share}, {"ms", ms}, {"byte_knapsack_solves", s->solves},
+                {"score", s->sol.score}, {"bound", s->sol.upper_bound},
+                {"certified_gap_rel", (s->sol.upper_bound - s->sol.score) / std::fabs(s->sol.score)}};
+      if (cbc) {
+        CbcAnswer ref = cbc_solve(cls, cap, 300, {t.time}, {t.cap});
+        p["cbc_ms"] = ref.seconds * 1e3;
+        p["cbc_proven"] = ref.optimal;
+        if (ref.optimal) p["loss_vs_cbc_rel"] = (ref.score - s->sol.score) / std::fabs(ref.score);
+      }
+      points.push_back(p);
+    }
+  double worst_ms = 0, worst_gap = 0;
+  for (const auto& p : points)
+    worst_ms = std::max(worst_ms, p["ms"].get<double>()), worst_gap = std::max(worst_gap, p["certified_gap_rel"].get<double>());
+  return {{"instance", name}, {"classes", model_instance(shape, ScoreModel::kNegRelErr, 11).size()},
+          {"points", points}, {"max_ms", worst_ms}, {"max_certified_gap_rel", worst_gap}};
+}
+
 int main(int argc, char** argv) {
   int cbc_budgets = 8, reps = 5;
+  bool cbc_70b = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--cbc-budgets") && i + 1 < argc) cbc_budgets = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--cbc-70b-timed")) cbc_70b = true;
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: bench_solve [--cbc-budgets N] [--reps R]\n");
+      std::fprintf(stderr, "usage: bench_solve [--cbc-budgets N] [--reps R] [--cbc-70b-timed]\n");
       return 2;
     }
   }
@@ -174,6 +221,7 @@ int main(int argc, char** argv) {
             r["agreement"]["cbc_better"].get<int>() == 0;
   }
   out["results"] = results;
+  out["timed"] = json::array({bench_timed("qwen2.5-1.5b", qwen15b(), true), bench_timed("llama-70b", llama70b(), cbc_70b)});
   out["goals"] = {{"qwen_per_budget_max_ms", qwen_max},
                   {"qwen_per_budget_under_10ms", qwen_max < 10},
                   {"sweep_100_max_ms", sweep_max},

@@ -1,29 +1,64 @@
 #!/bin/bash
-# Issue 45's goal on Qwen2.5-Coder-1.5B: at a llama.cpp mix's size, gamma's plan with
-# `--min-decode` set to the mix's measured tg128 (the layer-calibrated GAMMA scores of the IQ sweep,
-# results/iq_qwen/gamma-clip-cal.json, with that size's head), beside the plan without the speed
-# budget and the mix: predicted and measured tok/s (llama-bench, round-robin rounds) and KLD vs the
-# teacher on both test texts (gamma compare, 16 x 512, paired against the mix).
-#   experiments/speed_goal.sh W MIX TG128 HEAD_FIXED...   e.g. W Q3_K_M 27.40 output.weight=Q5_K token_embd.weight=IQ3_S
+# Issue 45's goal on Qwen2.5-Coder-1.5B: at each llama.cpp mix's size, gamma's plan held to the
+# mix's speed (`gamma solve --min-decode MIX.gguf`: at least as fast as the mix by the same speed
+# table), beside the plan without the speed budget, the mix's own per-tensor types re-made from
+# gamma's pool (`gamma plan --from-gguf`: the fair control) and the mix itself; every plan with the
+# mix's own output and embedding types, the layer-calibrated GAMMA scores of the IQ sweep
+# (results/iq_qwen/gamma-clip-cal.json) over the gridded teacher's 17-type pool. Measured: llama-bench
+# tg128/pp512 in round-robin rounds (`gamma speed --bench`, each file's fastest; PAUSE=PGID stops a
+# background job meanwhile) and KLD vs the teacher on both test texts (gamma eval, 16 x 512, one
+# teacher base file per text, per-chunk means for paired errors). Resumable; the GGUFs are removed
+# once measured. Table: experiments/speed_goal_table.py W.
+#   experiments/speed_goal.sh W MIX...        e.g. W Q3_K_M Q2_K Q3_K_S
 set -euo pipefail
-W=$1; MIX=$2; TG=$3; shift 3
+W=$1; shift
 G=${G:-build/cli/gamma}; B=${B:-build/bin}
-P=${POOL:-/work/runs/iqq/pool-all}; T=${TEACHER:-/work/runs/iqq/teacher-f32.gguf}
+P=${POOL:-/work/runs/iqq/pool-all}; T=${TEACHER:-/work/runs/iqq/teacher-f32.gguf}; IM=${IMATRIX:-/work/runs/iqq/imatrix-mix.gguf}
 SRC=${SRC:-$HOME/.cache/gamma/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf}
-M=${MIXFILE:-/work/runs/speed/qwen/llama-$MIX.gguf}
-S=results/iq_qwen/gamma-clip-cal.json
-mkdir -p $W
-[ -f $W/speed.json ] || $G speed --pool $P --reference $SRC --llama-bin $B -o $W/speed.json
-SIZE=$(stat -c %s $M)
-fixed=(); for f in "$@"; do fixed+=(--fixed $f); done
-for v in free speed; do
-  extra=(); [ $v = speed ] && extra=(--min-decode $TG)
-  [ -f $W/$MIX-$v.json ] || $G solve $P --scores $S --size $SIZE "${fixed[@]}" --speed $W/speed.json "${extra[@]}" -o $W/$MIX-$v.json
-  [ -f $W/$MIX-$v.gguf ] || $G emit $P $W/$MIX-$v.json -o $W/$MIX-$v.gguf
-done
-$G speed $SRC $M $W/$MIX-free.gguf $W/$MIX-speed.gguf --bench --rounds 2 --llama-bin $B -o $W/$MIX-bench.json
-for text in wiki.test.raw python-eval.txt; do
+S=${SCORES:-results/iq_qwen/gamma-clip-cal.json}
+txt=$(dirname "$0")/../../shared/data/text
+log() { echo "[$(date -u +%H:%M:%S)] $*"; }
+pause() { if [ -n "${PAUSE:-}" ]; then kill -STOP -- "-$PAUSE" 2>/dev/null || true; fi; }
+resume() { if [ -n "${PAUSE:-}" ]; then kill -CONT -- "-$PAUSE" 2>/dev/null || true; fi; }
+trap resume EXIT
+mkdir -p "$W/evals"
+[ -f "$W/speed.json" ] || $G speed --pool "$P" --reference "$SRC" --llama-bin "$B" -o "$W/speed.json"
+for MIX in "$@"; do
+  M=$W/llama-$MIX.gguf
+  if [ -f "$W/$MIX-bench.json" ] && [ -f "$W/evals/$MIX-speed.py.json" ]; then continue; fi
+  log "$MIX"
+  if [ ! -f "$M" ]; then
+    $B/llama-quantize --imatrix "$IM" "$T" "$M.partial" "$MIX" 2 > "$W/llama-$MIX.log" 2>&1
+    mv "$M.partial" "$M"
+  fi
+  SIZE=$(stat -c %s "$M")
+  [ -f "$W/$MIX-control.json" ] || $G plan "$P" --from-gguf "$M" -o "$W/$MIX-control.json" > /dev/null
+  read -r -a fixed < <(python3 -c '
+import json, sys
+f = json.load(open(sys.argv[1]))["fixed"]
+print(" ".join(f"--fixed {k}={v}" for k, v in sorted(f.items()) if k in ("output.weight", "token_embd.weight")))' "$W/$MIX-control.json")
   for v in free speed; do
-    [ -f $W/$MIX-$v-$text.json ] || $G compare $W/$MIX-$v.gguf $M --teacher $T --text ../shared/data/text/$text --chunks 16 -q -o $W/$MIX-$v-$text.json
+    extra=(); [ $v = speed ] && extra=(--min-decode "$M")
+    [ -f "$W/$MIX-$v.json" ] || $G solve "$P" --scores "$S" --size "$SIZE" "${fixed[@]}" --speed "$W/speed.json" "${extra[@]}" \
+      -o "$W/$MIX-$v.json" > "$W/$MIX-$v.solve.txt"
   done
+  for v in control free speed; do
+    [ -f "$W/$MIX-$v.gguf" ] || [ -f "$W/evals/$MIX-$v.py.json" ] || $G emit "$P" "$W/$MIX-$v.json" -o "$W/$MIX-$v.gguf" > /dev/null
+  done
+  if [ ! -f "$W/$MIX-bench.json" ]; then
+    pause
+    $G speed "$SRC" "$M" "$W/$MIX-control.gguf" "$W/$MIX-free.gguf" "$W/$MIX-speed.gguf" --bench --rounds "${ROUNDS:-2}" \
+      --llama-bin "$B" -o "$W/$MIX-bench.json" 2> "$W/$MIX-bench.log"
+    resume
+  fi
+  for t in wiki py; do
+    text=$([ $t = wiki ] && echo wiki.test.raw || echo python-eval.txt)
+    for v in mix control free speed; do
+      f=$W/$MIX-$v.gguf; [ $v = mix ] && f=$M
+      [ -f "$W/evals/$MIX-$v.$t.json" ] || $G eval "$f" --teacher "$T" --kld-base "$W/kld-base-$t.bin" --text "$txt/$text" \
+        --ctx 512 --chunks 16 -t 2 -q -o "$W/evals/$MIX-$v.$t.json" > /dev/null
+    done
+  done
+  rm -f "$M" "$W/$MIX-control.gguf" "$W/$MIX-free.gguf" "$W/$MIX-speed.gguf"
 done
+log "done: python3 experiments/speed_goal_table.py $W"

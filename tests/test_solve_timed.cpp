@@ -33,21 +33,6 @@ double brute_force(const std::vector<KnapsackClass>& cls, uint64_t cap, const Ti
   }
 }
 
-// Times like decode kernels': proportional to bytes, with a per-item factor (some types are
-// slow for their size, as IQ types are on CPUs).
-TimeResource times_for(const std::vector<KnapsackClass>& cls, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> slow(0.5, 3.0);
-  TimeResource r;
-  std::vector<double> factor(16);
-  for (auto& f : factor) f = slow(rng);
-  for (const auto& c : cls) {
-    std::vector<double> row;
-    for (size_t j = 0; j < c.weight.size(); ++j) row.push_back(double(c.weight[j]) * 1e-6 * factor[j % factor.size()]);
-    r.time.push_back(row);
-  }
-  return r;
-}
-
 void expect_feasible(const std::vector<KnapsackClass>& cls, uint64_t cap, const std::vector<TimeResource>& res,
                      const TimedSolution& s) {
   ASSERT_EQ(s.sol.choice.size(), cls.size());

@@ -14,6 +14,7 @@
 #include <coin/Cbc_C_Interface.h>
 
 #include "solve/knapsack.h"
+#include "solve/timed.h"
 
 namespace gm::solve_testing {
 
@@ -80,6 +81,21 @@ inline std::vector<KnapsackClass> model_instance(const Shape& sh, ScoreModel sm,
     }
   }
   return out;
+}
+
+// Times like decode kernels': proportional to bytes, with a per-item factor (some types are
+// slow for their size, as IQ types are on CPUs).
+inline solve::TimeResource times_for(const std::vector<KnapsackClass>& cls, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> slow(0.5, 3.0);
+  solve::TimeResource r;
+  std::vector<double> factor(16);
+  for (auto& f : factor) f = slow(rng);
+  for (const auto& c : cls) {
+    std::vector<double> row;
+    for (size_t j = 0; j < c.weight.size(); ++j) row.push_back(double(c.weight[j]) * 1e-6 * factor[j % factor.size()]);
+    r.time.push_back(row);
+  }
+  return r;
 }
 
 inline int64_t total_params(const Shape& sh) {
