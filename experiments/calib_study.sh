@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Produces: results/calib_qwen/ (learn-*.json, *.seconds; evals/, plans/ in results/calib_qwen/data.tar.xz).
+# Produces: results/calib_qwen/ (learn-*.json; *.seconds, evals/, plans/ in results/calib_qwen/data.tar.xz).
 # Issue 19 item 4 / issue 20 item 5: which calibration text, for a code model (Qwen2.5-Coder-1.5B)?
 # Three calibrations, the same amount of text each, never a validation or test text:
 #   prose = war-and-peace.txt, code = python-calib.txt (its held-back end, from byte 480,000, is

@@ -1,6 +1,6 @@
 # Writes results/degrid_*/types.md (+ .json): each candidate type's imatrix-weighted weight error on
 # the gridded teacher (the source dequantized) beside the de-gridded one, from two
-# `gamma inspect MODEL --errors --json` outputs (types-grid.json, types-dither.json in DIR).
+# `gamma inspect MODEL --errors --json` outputs (types-grid.json, types-dither.json in DIR or, as kept, in DIR/data.tar.xz).
 #   python3 experiments/degrid_types.py results/degrid_smollm2 [-o results/degrid_smollm2/types.md]
 import os
 import sys

@@ -14,7 +14,8 @@ has its own column and verdict.
 two) on a text where it is not below.
 Paired columns (where both files' evals carry kld.chunk_means, experiments/paired_evals.sh): the
 mean over the 16 test chunks of (GAMMA's chunk KLD - HAWQ-V2's) with its standard error, which
-cancels what the chunks share (their difficulty); |mean| > 2 errors is marked as a difference.
+cancels what the chunks share (their difficulty); |mean| > 2 errors is marked as a difference
+(the JSON has mean / stderr as `errors`).
 
   goal_table.py results/iq_qwen [-o results/iq_qwen/goal_table.md]
 """
@@ -125,7 +126,8 @@ def main():
             for t in ("wiki", "py"):
                 p = paired(d, row[fam]["variant"], row["HAWQ-V2"]["variant"], t) if fam in row and "HAWQ-V2" in row else None
                 if p:
-                    row.setdefault("paired_vs_hawq", {}).setdefault(fam, {})[t] = {"mean": p[0], "stderr": p[1]}
+                    row.setdefault("paired_vs_hawq", {}).setdefault(fam, {})[t] = {
+                        "mean": p[0], "stderr": p[1], "errors": p[0] / p[1] if p[1] else None}
                 pcells.append(paired_cell(p))
         size_label = size.replace('bpw', '') + (' bpw' if size.startswith('bpw') else '')
         if any(c != "–" for c in pcells):

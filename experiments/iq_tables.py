@@ -20,6 +20,18 @@ def kld(path):
     return j["model"]["file_bytes"], j["kld"]["mean"], j["kld"]["stderr"]
 
 
+def variants(ev, al, m):
+    """Every variant of allocator AL measured at size M: {variant: {valid_sum, wiki, py}} (None where not measured)."""
+    out = {}
+    prefix = f"{al}-size-{m}-"
+    names = {os.path.basename(f).rsplit(".", 2)[0] for f in kept.glob(os.path.join(ev, f"{prefix}*.json"))}
+    for name in sorted(names):
+        wv, pv, w, p = (kld(os.path.join(ev, f"{name}.{t}.json")) for t in ("wv", "pv", "wiki", "py"))
+        out[name[len(prefix):]] = {"valid_sum": wv[1] + pv[1] if wv and pv else None,
+                                   "wiki": w and w[1:], "py": p and p[1:]}
+    return out
+
+
 def cell(r):
     return "–" if r is None else f"{r[1]:.4f} ± {r[2]:.4f}"
 
@@ -48,7 +60,9 @@ def main():
         else:
             w, p = kld(os.path.join(ev, f"llama-{m}.wiki.json")), kld(os.path.join(ev, f"llama-{m}.py.json"))
             lines.append(f"| {m} | {w[0]:,} | llama.cpp {m} | {w[0]:,} | {cell(w)} | {cell(p)} |")
-            out["rows"].append({"size_of": m, "allocator": "llama.cpp", "file_bytes": w[0], "wiki": w[1:], "py": p and p[1:]})
+            n = kept.load_json(os.path.join(ev, f"llama-{m}.wiki.json"))["model"]["n_params"]
+            out["rows"].append({"size_of": m, "allocator": "llama.cpp", "file_bytes": w[0], "file_bpw": w[0] * 8 / n,
+                                "wiki": w[1:], "py": p and p[1:]})
         for al in allocs:
             choice = os.path.join(a.dir, "plans", f"{al}-size-{m}.choice")
             if not kept.exists(choice):
@@ -60,7 +74,7 @@ def main():
             variant = name[len(f"{al}-size-{m}-"):]
             lines.append(f"| | | {al} ({variant}) | {cw[0]:,} | {cell(cw)} | {cell(cp)} |")
             out["rows"].append({"size_of": m, "allocator": al, "variant": variant, "file_bytes": cw[0],
-                                "wiki": cw[1:], "py": cp and cp[1:]})
+                                "wiki": cw[1:], "py": cp and cp[1:], "variants": variants(ev, al, m)})
     emit_table(lines, out, a.out)
 
 

@@ -12,6 +12,10 @@ whatever a rerun writes) and from the archive otherwise.
                                                         scripts that skip what is already measured or read
                                                         plans with the C++ tools call it first; results/.gitignore
                                                         keeps the unpacked copies out of git)
+  python3 experiments/kept.py pack results/STUDY FILE... moves plain files of the study into its archive (each
+                                                        the member named relative to results/STUDY, replacing
+                                                        one of that name; the archive is made if there is none),
+                                                        then removes them (add their names to results/.gitignore)
 """
 import fnmatch
 import glob as _glob
@@ -93,10 +97,41 @@ def extract(study):
                      filter="data")
 
 
+def pack(study, paths):
+    """Moves PATHS (plain files below STUDY) into STUDY/data.tar.xz, members named relative to STUDY
+    (replacing a member of the same name), then removes the plain files."""
+    study = os.path.abspath(study)
+    arc = os.path.join(study, ARCHIVE)
+    names = {}
+    for p in paths:
+        rel = os.path.relpath(os.path.abspath(p), study)
+        if rel.startswith("..") or not os.path.isfile(p):
+            raise ValueError(f"{p}: not a file below {study}")
+        names[rel.replace(os.sep, "/")] = p
+    tmp = arc + ".tmp"
+    with tarfile.open(tmp, "w:xz", format=tarfile.PAX_FORMAT) as new:
+        if os.path.isfile(arc):
+            with tarfile.open(arc, "r:xz") as old:
+                for m in old.getmembers():
+                    if m.name not in names:
+                        new.addfile(m, old.extractfile(m) if m.isfile() else None)
+        for rel, p in sorted(names.items()):
+            info = new.gettarinfo(p, arcname=rel)
+            info.mode, info.uid, info.gid, info.uname, info.gname = 0o644, 0, 0, "", ""
+            with open(p, "rb") as f:
+                new.addfile(info, f)
+    os.replace(tmp, arc)
+    for p in names.values():
+        os.remove(p)
+    _members.pop(study, None)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("cat", "extract"):
-        sys.exit("usage: kept.py cat PATH | kept.py extract results/STUDY")
+    if len(sys.argv) < 3 or sys.argv[1] not in ("cat", "extract", "pack") or (sys.argv[1] != "pack" and len(sys.argv) != 3):
+        sys.exit("usage: kept.py cat PATH | kept.py extract results/STUDY | kept.py pack results/STUDY FILE...")
     if sys.argv[1] == "cat":
         sys.stdout.buffer.write(_read(sys.argv[2]))
-    else:
+    elif sys.argv[1] == "extract":
         extract(sys.argv[2])
+    else:
+        pack(sys.argv[2], sys.argv[3:])

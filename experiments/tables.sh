@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Every table of results/ regenerated from what is kept there: results/**/*.md (and the JSON each
-# generator writes beside its table) and the tables results/README.md copies from a generator.
+# generator writes beside its table) and the tables results/README.md copies from a generator; the
+# tables results/README.md writes by hand are checked number by number against the files each names
+# (experiments/readme_numbers.py).
 # Each generator reads results/ through experiments/kept.py (a study's evals/, plans/, ... inside
 # its results/STUDY/data.tar.xz), writes into a temporary directory, and the output is compared
 # byte for byte with the committed file; a difference is printed as a diff and the script exits 1.
@@ -198,12 +200,18 @@ for b in bad:
 sys.exit(1 if bad else 0)
 PY
 
+# results/README.md's tables written by hand: the line above each names its sources (<!-- rows: ... -->
+# or <!-- numbers: ... -->) and every number in it must be one of theirs, read from what was just
+# regenerated here where that exists (the rule: experiments/readme_numbers.py's header).
+python3 readme_numbers.py --regenerated "$T" || fail=1
+
 cat <<'EOF'
 
 Not regenerable from results/ alone (kept as committed):
   results/iq_qwen/types-quiet.{md,json}  the sweep pool's per-type table as measured then (commit 52f75a7; its part
                                          sidecars were not kept): the quiet pool seconds
-  results/README.md's other tables       quoted by hand from the tables above (each names its source)
+  results/README.md's other tables       written by hand: checked number by number (readme_numbers.py, above)
+                                         against the files the marker line above each names
 EOF
 echo
 if [ $fail = 0 ]; then echo "tables.sh: every regenerated table equals the committed one"; else echo "tables.sh: differences above"; fi

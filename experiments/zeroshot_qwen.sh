@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Produces: results/zeroshot_qwen/evals/ (in results/zeroshot_qwen/data.tar.xz).
+# Produces: results/zeroshot_qwen/evals/, gamma-*.choice (in results/zeroshot_qwen/data.tar.xz).
 # Issue 24 item 4: the paper's six-task zero-shot table on Qwen2.5-Coder-1.5B (the teacher is
 # the Q4_K_M source dequantized to F32). Models: the teacher, uniform Q3_K (gamma plan
 # --uniform over the sweep's pool), llama.cpp's mix nearest 3.0 and 3.5 bpw of linear weights
