@@ -52,6 +52,9 @@ void add_run(CLI::App& app) {
   c->add_option("--valid-chunks", o->valid_chunks, "validation chunks (default: --chunks)");
   c->add_option("--min-decode", o->min_decode, "speed budget: the file must decode at least this many tokens/s on this machine (llama-bench tg128, as gamma speed predicts it), or a GGUF of the model: at least as fast as that file (e.g. the llama.cpp mix you run today); needs --size");
   c->add_option("--min-prefill", o->min_prefill, "speed budget: prompt processing tokens/s (llama-bench pp512), or a GGUF of the model; needs --size");
+  c->add_option("--memory", o->memory, "device budget: the memory llama.cpp may take to run the file (weights with their repacked copies, KV cache at --ctx, compute buffers), e.g. 2GiB; needs --size and --memory-ctx");
+  c->add_option("--memory-ctx", o->ctx, "with --memory: the context the file must run with (tokens; -c/--ctx is the evaluation's chunk length)");
+  c->add_option("--kv-type", o->kv_type, "with --memory: the KV cache's type (default f16)");
   c->add_option("--bench-rounds", o->bench_rounds, "with a speed budget: llama-bench rounds over the reported files, each file's fastest kept")
       ->capture_default_str();
   c->add_flag("--no-front", [o](int64_t) { o->front = false; }, "skip gamma's plans at each mix's size (the picture's front)");
@@ -75,6 +78,13 @@ void add_run(CLI::App& app) {
     if ((!o->min_decode.empty() || !o->min_prefill.empty()) && !size->count())
       throw Failure("--min-decode and --min-prefill need --size: the speed budget is solved beside a file size");
     if (o->bench_rounds < 1) throw Failure("--bench-rounds must be positive");
+    if (!o->memory.empty() != (o->ctx > 0))
+      throw Failure("--memory and --memory-ctx go together: the memory holds the weights and the KV cache of that many tokens");
+    if (!o->memory.empty()) {
+      if (!size->count()) throw Failure("--memory needs --size: the memory budget is solved beside a file size");
+      auto m = solve::parse_size(o->memory);
+      if (!m.is_ok()) fail_if(m.status().with_context("--memory"));
+    }
     if (o->eval_chunks < 1 || o->eval_ctx < 8 || o->imatrix_chunks < 1 || o->steps < 0 || o->visit_steps < 1 || o->valid_chunks < 0 || o->max_mixes < 1)
       throw Failure("--chunks, --ctx, --imatrix-chunks, --visit-steps and --max-mixes must be positive (--steps >= 0)");
     fail_if(run_pipeline(*o));

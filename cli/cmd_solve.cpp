@@ -6,7 +6,9 @@
 
 #include "cli/command.h"
 #include "solve/request.h"
+#include "speed/memory.h"
 #include "util/files.h"
+#include "util/threads.h"
 
 namespace gm::cli {
 namespace {
@@ -23,6 +25,8 @@ struct SolveOpts {
   std::string choose_head;
   std::string speed;
   std::string min_decode, min_prefill;
+  std::string memory, kv_type;
+  int ctx = 0, threads = 0;
 };
 
 void report(const solve::Allocation& a, const std::string& path, bool require_optimal) {
@@ -40,8 +44,10 @@ void report(const solve::Allocation& a, const std::string& path, bool require_op
 
 void run_solve(const SolveOpts& o) {
   if (o.pool.empty()) throw Failure("give the pool directory (gamma solve POOL ...)");
-  const int budgets = !o.bpw.empty() + !o.size.empty() + !o.sweep.empty();
-  if (budgets != 1) throw Failure("give exactly one budget: --bpw X, --size BYTES or --sweep START:STOP:STEP");
+  const int budgets = !o.bpw.empty() + (!o.size.empty() || !o.memory.empty()) + !o.sweep.empty();
+  if (budgets != 1) throw Failure("give exactly one budget: --bpw X, --size BYTES (and/or --memory BYTES --ctx N) or --sweep START:STOP:STEP");
+  if (!o.memory.empty() != (o.ctx > 0))
+    throw Failure("--memory and --ctx go together: the memory holds the weights and the KV cache of --ctx tokens");
   if (o.scores.empty() == !o.from_manifest) throw Failure("give exactly one of --scores FILE or --score-from-manifest");
 
   // Everything is parsed and checked before anything is solved or written.
@@ -56,8 +62,17 @@ void run_solve(const SolveOpts& o) {
   r.min_decode = o.min_decode;
   r.min_prefill = o.min_prefill;
   r.knapsack.max_seconds = o.time_limit;
+  uint64_t memory = 0;
+  if (!o.memory.empty()) {
+    auto m = solve::parse_size(o.memory);
+    if (!m.is_ok()) fail_if(m.status().with_context("--memory"));
+    memory = *m;
+  }
+  r.memory_bytes = memory;
   if (!o.bpw.empty()) r.budget = solve::Budget::of_bpw(value_or_fail(solve::parse_bpw(o.bpw)));
   else if (!o.size.empty()) r.budget = solve::Budget::of_file_bytes(value_or_fail(solve::parse_size(o.size)));
+  // --memory alone: the file is at most the memory (the memory budget is the real bound).
+  else if (memory) r.budget = solve::Budget::of_file_bytes(memory);
   else r.sweep = value_or_fail(solve::parse_sweep(o.sweep));
   fail_if(r.check());
   for (const auto& s : o.allow) r.constraints.push_back(value_or_fail(solve::parse_constraint(solve::Constraint::Kind::kAllow, s)));
@@ -73,6 +88,16 @@ void run_solve(const SolveOpts& o) {
   fail_if(check_writable_dir(out));
 
   Manifest m = value_or_fail(Manifest::load(o.pool));
+  speed::MemoryUse source_memory;
+  if (memory) {
+    // The device budget: what llama.cpp allocates beside the weights at --ctx, measured on the
+    // pool's source (speed/memory.h), solved as one more budget beside the bytes.
+    source_memory = value_or_fail(speed::memory_use(m.model_path, o.ctx, o.kv_type, resolve_threads(o.threads)));
+    r.memory_source = &source_memory;
+    std::printf("memory %s at %d tokens of context: KV cache %s, compute buffers %s (llama.cpp's, on the source)\n",
+                solve::format_size(memory).c_str(), o.ctx, solve::format_size(source_memory.context).c_str(),
+                solve::format_size(source_memory.compute).c_str());
+  }
   solve::Outcome res = value_or_fail(solve::solve_request(m, r));
   for (const auto& a : res.plans)
     if (o.require_optimal && !a.solution.optimal)
@@ -125,6 +150,10 @@ void add_solve(CLI::App& app) {
   c->add_option("--speed", o->speed, "SPEED.json (gamma speed --pool): record each plan's predicted tokens/s on the machine it was measured on; with --size");
   c->add_option("--min-decode", o->min_decode, "tokens/s the plan must decode at (llama-bench tg128, as the speed table predicts it), or a GGUF of the model: at least as fast as that file by the same table");
   c->add_option("--min-prefill", o->min_prefill, "tokens/s the plan must process prompts at (llama-bench pp512, as the speed table predicts it), or a GGUF of the model");
+  c->add_option("--memory", o->memory, "device budget: the memory llama.cpp may take to run the file (weights, KV cache at --ctx, compute buffers), e.g. 2GiB; with or instead of --size");
+  c->add_option("--ctx,--memory-ctx", o->ctx, "with --memory: the context the file must run with (tokens)");
+  c->add_option("--kv-type", o->kv_type, "with --memory: the KV cache's type (f16, llama.cpp's default; q8_0, q4_0, ...)");
+  c->add_option("-t,--threads", o->threads, "with --memory: threads of the context measured (default: all cores)");
   c->add_flag("--require-optimal", o->require_optimal, "fail (write nothing) unless every plan is proven optimal");
   c->add_option("-o,--output", o->out, "plan JSON to write (a directory with --sweep)")->required();
   c->callback([o] { run_solve(*o); });

@@ -12,6 +12,7 @@
 #include "cli/command.h"
 #include "gguf_model/model.h"
 #include "pool/manifest.h"
+#include "speed/memory.h"
 #include "speed/speed.h"
 #include "util/files.h"
 #include "util/threads.h"
@@ -22,8 +23,9 @@ namespace {
 struct SpeedOpts {
   std::vector<std::string> files;
   std::string reference, pool, out, llama_bin;
-  bool bench = false;
-  int reps = 2, rounds = 3, threads = 0;
+  bool bench = false, memory_only = false;
+  int reps = 2, rounds = 3, threads = 0, ctx = 0;
+  std::string kv_type;
 };
 
 std::string llama_bench(const SpeedOpts& o) {
@@ -70,7 +72,7 @@ void run_files(const SpeedOpts& o, speed::CostModel& cm) {
       same = same && it != ref_w.end() && it->n_in == w.n_in && it->n_out == w.n_out;
     }
     if (!same) throw Failure(fmt::format("{} is not the model of the reference {} (other weights)", f, ref));
-    value_or_fail(cm.weights_time(ws));
+    if (!o.memory_only) value_or_fail(cm.weights_time(ws));
     weights.push_back(std::move(ws));
     sizes.push_back(model->file_size());
   }
@@ -78,7 +80,9 @@ void run_files(const SpeedOpts& o, speed::CostModel& cm) {
   // fastest round. This machine has slow phases of tens of seconds (10-20 %) that consecutive
   // repetitions share; rounds spread a file's repetitions over the whole check.
   std::vector<speed::Speed> best(files.size());
-  if (o.bench) {
+  if (o.memory_only) {
+    if (o.ctx < 1 || o.bench) throw Failure("--memory-only takes --ctx N and no --bench");
+  } else if (o.bench) {
     for (int round = 0; round < o.rounds; ++round)
       for (size_t i = 0; i < files.size(); ++i) {
         const speed::Speed b = value_or_fail(speed::bench(llama_bench(o), files[i], cm.threads(), o.reps));
@@ -92,10 +96,16 @@ void run_files(const SpeedOpts& o, speed::CostModel& cm) {
     fail_if(cm.calibrate(llama_bench(o), ref, o.reps));
   }
   json rows = json::array();
-  std::printf("%-40s %14s %10s %10s", "file", "bytes", "tg128 pred", "pp512 pred");
-  if (o.bench) std::printf(" %10s %10s %7s %7s", "tg128", "pp512", "tg err", "pp err");
-  std::printf("\n");
+  if (!o.memory_only) {
+    std::printf("%-40s %14s %10s %10s", "file", "bytes", "tg128 pred", "pp512 pred");
+    if (o.bench) std::printf(" %10s %10s %7s %7s", "tg128", "pp512", "tg err", "pp err");
+    std::printf("\n");
+  }
   for (size_t i = 0; i < files.size(); ++i) {
+    if (o.memory_only) {
+      rows.push_back({{"file", files[i]}, {"bytes", sizes[i]}});
+      continue;
+    }
     const speed::Speed p = value_or_fail(cm.predict(weights[i]));
     json row = {{"file", files[i]}, {"bytes", sizes[i]}, {"predicted_tg128", p.decode_tps}, {"predicted_pp512", p.prefill_tps}};
     std::printf("%-40s %14llu %10.2f %10.2f", std::filesystem::path(files[i]).filename().string().c_str(),
@@ -112,16 +122,38 @@ void run_files(const SpeedOpts& o, speed::CostModel& cm) {
     std::printf("\n");
     rows.push_back(row);
   }
+  // --ctx: each file's memory as llama.cpp allocates it, beside what --memory predicts for it
+  // from the reference's context, compute and model-part overhead (speed/memory.h).
+  if (o.ctx > 0) {
+    const speed::MemoryUse ref_use = value_or_fail(speed::memory_use(ref, o.ctx, o.kv_type, cm.threads()));
+    std::printf("\nmemory at %d tokens of context (llama.cpp's own accounting; MiB):\n%-40s %10s %10s %10s %10s %10s %7s\n",
+                o.ctx, "file", "model", "KV cache", "compute", "total", "predicted", "err");
+    for (size_t i = 0; i < files.size(); ++i) {
+      const speed::MemoryUse u = i == 0 ? ref_use : value_or_fail(speed::memory_use(files[i], o.ctx, o.kv_type, cm.threads()));
+      // What --memory assumes for this file: the reference's context, compute and metadata, the
+      // file's own size and repacked weights.
+      const double pred = speed::predicted_total(ref_use, u.file_bytes, u.repacked);
+      const double err = 100.0 * (pred / double(u.total()) - 1);
+      std::printf("%-40s %10.1f %10.1f %10.1f %10.1f %10.1f %+6.2f%%\n",
+                  std::filesystem::path(files[i]).filename().string().c_str(), u.model / 1048576.0, u.context / 1048576.0,
+                  u.compute / 1048576.0, u.total() / 1048576.0, pred / 1048576.0, err);
+      rows[i]["memory"] = u.to_json();
+      rows[i]["memory"]["predicted_total"] = pred;
+      rows[i]["memory"]["predicted_error_pct"] = err;
+    }
+  }
   if (!o.out.empty()) {
     json j = json_header("gamma.speed.check", 1);
     j["machine"] = speed::kernel_signature();
     j["threads"] = cm.threads();
     j["reference"] = ref;
+    j["speed"] = !o.memory_only;
     j["rest_decode_us"] = cm.rest().decode_us;
     j["rest_prefill_us"] = cm.rest().prefill_us;
     j["llama_bench_reps"] = o.reps;
     j["rounds"] = o.bench ? o.rounds : 0;
     j["files"] = rows;
+    if (o.ctx > 0) j["memory_ctx"] = o.ctx, j["kv_type"] = o.kv_type.empty() ? "f16" : o.kv_type;
     fail_if(write_json(o.out, j));
   }
 }
@@ -137,6 +169,9 @@ void add_speed(CLI::App& app) {
   c->add_option("--reps", o->reps, "llama-bench repetitions")->capture_default_str();
   c->add_option("-o,--out", o->out, "JSON output");
   c->add_option("--llama-bin", o->llama_bin, "directory of llama-bench (default: $GAMMA_LLAMA_BIN, else beside gamma)");
+  c->add_option("--ctx", o->ctx, "also each file's memory as llama.cpp allocates it with this many tokens of context, beside what gamma solve --memory predicts");
+  c->add_option("--kv-type", o->kv_type, "with --ctx: the KV cache's type (default f16)");
+  c->add_flag("--memory-only", o->memory_only, "with --ctx: only the memory (no kernel timing, no llama-bench)");
   c->add_option("-t,--threads", o->threads, "threads (default: all cores)");
   c->callback([o] {
     if (o->reps < 1 || o->rounds < 1) throw Failure("--reps and --rounds must be positive");

@@ -329,7 +329,7 @@ TEST(RunPipeline, SeveralSizesEachChosenOnTheSameValidation) {
 TEST(RunPipeline, SpeedBudgetBindsThePlanAndTheReportMeasuresIt) {
   TempDir d;
   const std::string common = stories260k() + " --size 330000 --types Q4_0,Q5_0,Q8_0 --scorers static --imatrix none "
-                             "--compare Q4_0 -c 128 --chunks 2 -t 2 --bench-rounds 1";
+                             "--compare Q4_0 -c 128 --chunks 2 -t 1 --bench-rounds 1";  // -t 1: see test_speed.cpp
   auto r = gamma("run " + common + " -w " + d / "never" + " --min-decode 1e9");
   EXPECT_NE(r.exit_code, 0);
   const size_t at = r.output.find("gamma: error: no plan of at most 0.3 MiB (330000 bytes) decodes at ");
@@ -354,7 +354,7 @@ TEST(RunPipeline, SpeedBudgetBindsThePlanAndTheReportMeasuresIt) {
   for (const json* row : {&(*j)["rows"][0], &(*j)["mixes"][0]})
     for (const char* k : {"tg128", "pp512", "predicted_tg128", "predicted_pp512"})
       EXPECT_GT((*row)[k].get<double>(), 0) << k << " " << row->dump();
-  EXPECT_TRUE((*j)["verdict"].contains("gamma_meets_speed_measured"));
+  EXPECT_TRUE((*j)["verdict"].contains("gamma_meets_budgets_measured"));
   EXPECT_NE(r.output.find("tg128 (pred)"), std::string::npos) << r.output;
   EXPECT_TRUE(fs::exists(d / "w/run.png"));
   // The chosen plan's file records the budget it was solved under.
@@ -372,6 +372,24 @@ TEST(RunPipeline, SpeedBudgetBindsThePlanAndTheReportMeasuresIt) {
               1e-9 * (*j)["mixes"][0]["predicted_tg128"].get<double>());
   for (const auto& v : (*j)["tried"])
     EXPECT_GE(v["speed"]["predicted_tg128"].get<double>(), (*j)["speed"]["min_decode_tps"].get<double>() * (1 - 1e-9));
+
+  // A memory budget: every variant solved within it, and the report loads each file with that
+  // context to read llama.cpp's own allocation.
+  r = gamma("run " + common + " -w " + d / "mem" + " --memory 64MiB --memory-ctx 2048");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  j = read_json(d / "mem/run.json", "gamma.run", 2);
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ((*j)["memory"]["ctx"], 2048);
+  for (const json* row : {&(*j)["rows"][0], &(*j)["mixes"][0]}) {
+    ASSERT_TRUE(row->contains("memory")) << row->dump();
+    EXPECT_LE((*row)["memory"]["total"].get<uint64_t>(), 64ull << 20);
+    EXPECT_GT((*row)["memory"]["context"].get<uint64_t>(), 0u);
+  }
+  EXPECT_TRUE((*j)["verdict"]["gamma_meets_budgets_measured"].get<bool>());
+  EXPECT_NE(r.output.find("memory budget: 64.0 MiB"), std::string::npos) << r.output;
+  r = gamma("run " + common + " -w " + d / "w4" + " --memory 64MiB");
+  EXPECT_EQ(r.output, "gamma: error: --memory and --memory-ctx go together: the memory holds the weights and the KV cache of "
+                      "that many tokens\n");
 
   // Bad speed budgets: one line each.
   r = gamma("run " + stories260k() + " --min-decode 10 -w " + d / "w2");

@@ -23,6 +23,7 @@ Result<std::unique_ptr<LlamaContext>> LlamaContext::create(const LlamaModel& mod
   cp.n_threads = c->opt_.n_threads;
   cp.n_threads_batch = c->opt_.n_threads;
   cp.kv_unified = opt.kv_unified;
+  if (opt.kv_type != GGML_TYPE_COUNT) cp.type_k = cp.type_v = opt.kv_type;
   if (opt.exact_f32) {
     cp.type_k = GGML_TYPE_F32;
     cp.type_v = GGML_TYPE_F32;

@@ -22,6 +22,8 @@ struct ContextOptions {
   // F32 K/V cache and flash attention off: libllama then rounds nothing to F16, and its
   // hidden states are what an exact F32 forward computes (the activation cache's teacher).
   bool exact_f32 = false;
+  // The K/V cache's type (GGML_TYPE_COUNT: llama.cpp's default, F16); ignored with exact_f32.
+  ggml_type kv_type = GGML_TYPE_COUNT;
   // Called for every graph node (llama_context_params::cb_eval), e.g. to capture l_out-N.
   ggml_backend_sched_eval_callback eval_cb = nullptr;
   void* eval_cb_data = nullptr;

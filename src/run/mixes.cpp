@@ -148,9 +148,9 @@ Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted, cons
   const bool measured = std::all_of(texts.begin(), texts.end(), [&](const EvalText& t) {
     return load_eval(e.eval_path(stem, t)).is_ok();
   });
-  // With a speed budget llama-bench measures the mix too, so its file is needed even when its
+  // With a speed or memory budget llama-bench (or libllama) measures the mix too, so its file is needed even when its
   // evaluations were kept.
-  if ((!measured || speed_budget(e)) && !file_exists(r.path)) {
+  if ((!measured || speed_budget(e) || memory_budget(e)) && !file_exists(r.path)) {
     const std::string tmp = e.W + "/llama-" + mix + ".partial.gguf";
     GAMMA_RETURN_IF_ERROR(e.stage("llama-quantize " + mix + " -> " + r.path, mix_seconds(e.ms, mix), [&]() -> Status {
       GAMMA_RETURN_IF_ERROR(run_tool("llama-quantize", quantize_cmd(e, mix, tmp), e.W + "/llama-" + mix + ".log"));

@@ -60,6 +60,8 @@ struct Env {
   std::string speed;                       // W/speed.json with a speed budget, else ""
   std::optional<speed::CostTable> table;   // its contents
   double min_decode_tps = 0, min_prefill_tps = 0;  // --min-decode / --min-prefill resolved by it
+  uint64_t memory_bytes = 0;                       // --memory
+  std::optional<speed::MemoryUse> source_memory;   // llama.cpp's allocation for the source at --ctx
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   json stages = json::array();
 
@@ -198,24 +200,31 @@ void print_sweep(const Env& e, const json& sweep);
 
 // ---- speed_budget.cpp ------------------------------------------------------------------------
 
-// Whether --min-decode or --min-prefill is set.
+// Whether --min-decode or --min-prefill is set; whether --memory is.
 bool speed_budget(const Env& e);
+bool memory_budget(const Env& e);
+// --memory: llama.cpp's allocation for the source at --ctx (speed/memory.h), into e.
+Status measure_memory(Env& e);
 // The speed table of `m`'s candidates on this machine, W/speed.json (kept; a second run and
 // gamma speed's own cache measure nothing), into e.speed and e.table. Made from the pool's
 // preview, before any candidate is quantized.
 Status make_speed_table(Env& e, const Manifest& m);
-// gamma solve's arguments of the speed budget (none without one).
+// The speed and memory budgets as a name part ("" without them, else e.g. "-tg27.4-mem2147483648c8192"):
+// the files solved at a size under one budget are never taken for another's on a rerun.
+std::string budgets_tag(const Env& e);
+// gamma solve's arguments of the speed and memory budgets (none without them).
 std::vector<std::string> speed_args(const Env& e);
 // A head rule: the head's type ("" = the default at the size) and its steps below the default.
 using HeadRule = std::pair<std::string, int>;
-// The rules among `rules` that some plan of `size` bytes meets the speed budget with (all of
-// them without a budget); none fails naming the fastest speed reachable at that size.
+// The rules among `rules` that some plan of `size` bytes meets the speed and memory budgets with
+// (all of them without one); none fails naming the fastest speed (or least memory) reachable.
 Result<std::vector<HeadRule>> meeting_speed(const Env& e, const Manifest& man, uint64_t size,
                                             const std::vector<HeadRule>& rules);
 // Every head rule at `size` (head_at for 0 .. kHeadSteps steps) that the speed budget allows.
 Result<std::vector<HeadRule>> head_rules(const Env& e, const Manifest& man, const solve::Allocator& stat, uint64_t size);
 // Each row of `summary` whose file is on disk measured by llama-bench beside its prediction
-// (gamma speed --bench, W/speed-check-BUDGET.json): row keys predicted_tg128/pp512, tg128, pp512.
+// (gamma speed --bench, W/speed-check-BUDGET.json): row keys predicted_tg128/pp512, tg128, pp512;
+// with --memory, its memory as llama.cpp allocates it at --ctx (row key memory).
 Status bench_rows(Env& e, json& summary, uint64_t budget);
 
 // ---- dry_run.cpp -----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ bool prunes(const Env& e) {
   const auto& s = e.scorers;
   // A speed budget draws plans from the fast types wherever they are: HAWQ-V2's plans by size
   // alone say nothing about which candidates those are, so the whole pool is quantized.
-  return e.o.pool_window >= 0 && e.o.types.empty() && e.o.max_kld <= 0 && !speed_budget(e) &&
+  return e.o.pool_window >= 0 && e.o.types.empty() && e.o.max_kld <= 0 && !speed_budget(e) && !memory_budget(e) &&
          std::find(s.begin(), s.end(), "hawq") != s.end();
 }
 

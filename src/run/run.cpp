@@ -171,7 +171,7 @@ Result<json> at_target(Env& e, const Manifest& man, const std::vector<Scorer>& s
   GAMMA_ASSIGN_OR_RETURN(auto vs, variants_at(e, man, stat, scorers, std::min(budget, range.max)));
   const Variant best = best_of(vs);
   // Named by budget and variant: a rerun that chooses another variant never reports a stale file.
-  const std::string out = e.W + "/gamma-" + std::to_string(budget) + "-" + best.name + ".gguf";
+  const std::string out = e.W + "/gamma-" + std::to_string(budget) + budgets_tag(e) + "-" + best.name + ".gguf";
   GAMMA_RETURN_IF_ERROR(emit_variant(e, best, out));
   std::printf("== chosen on validation: %s (KLD %.6f +/- %.6f, %s)\n", best.name.c_str(), best.kld, best.kld_err,
               format_size(best.bytes).c_str());
@@ -218,8 +218,9 @@ Status run_pipeline(const RunOptions& o) {
   // A speed budget is checked before the pool is quantized: the speed table needs only the
   // candidates' types and shapes, and whether any plan reaches the speed at a size does not
   // depend on the scores (the preview's static ones serve).
-  if (speed_budget(e)) {
+  if (speed_budget(e) || memory_budget(e)) {
     GAMMA_RETURN_IF_ERROR(make_speed_table(e, preview));
+    GAMMA_RETURN_IF_ERROR(measure_memory(e));
     GAMMA_ASSIGN_OR_RETURN(scores::Scores pst, scores::Scores::from_manifest(preview));
     GAMMA_ASSIGN_OR_RETURN(auto pstat, solve::Allocator::create(preview, pst, {}));
     for (uint64_t s : sizes) GAMMA_RETURN_IF_ERROR(head_rules(e, preview, pstat, s).status());

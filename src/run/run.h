@@ -75,6 +75,10 @@ struct RunOptions {
   // Each is tokens/s, or a GGUF of the model: "as fast as this file" (speed::speed_target).
   std::string min_decode, min_prefill;
   int bench_rounds = 2;
+  // Device budget (speed/memory.h): llama.cpp's whole allocation to run the file with `ctx`
+  // tokens of context (KV cache of `kv_type`, "" = f16) at most `memory` ("2GiB"; "" = none).
+  std::string memory, kv_type;
+  int ctx = 0;
   bool dry_run = false;                // print the plan of work, its time and disk, and stop
   int threads = 0;                     // 0: all cores
   bool quiet = false;                  // no progress bars from the steps

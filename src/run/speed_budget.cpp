@@ -22,6 +22,19 @@ namespace fs = std::filesystem;
 namespace gm::run {
 
 bool speed_budget(const Env& e) { return !e.o.min_decode.empty() || !e.o.min_prefill.empty(); }
+bool memory_budget(const Env& e) { return !e.o.memory.empty(); }
+
+Status measure_memory(Env& e) {
+  if (!memory_budget(e)) return Status::ok();
+  GAMMA_ASSIGN_OR_RETURN(e.memory_bytes, solve::parse_size(e.o.memory));
+  GAMMA_ASSIGN_OR_RETURN(speed::MemoryUse u, speed::memory_use(e.model, e.o.ctx, e.o.kv_type, std::stoi(e.T)));
+  std::printf("   memory budget %s at %d tokens of context: KV cache %s, compute buffers %s (llama.cpp's, on the source)\n",
+              solve::format_size(e.memory_bytes).c_str(), e.o.ctx, solve::format_size(u.context).c_str(),
+              solve::format_size(u.compute).c_str());
+  std::fflush(stdout);
+  e.source_memory = u;
+  return Status::ok();
+}
 
 Status make_speed_table(Env& e, const Manifest& m) {
   if (!speed_budget(e)) return Status::ok();
@@ -51,9 +64,22 @@ Status make_speed_table(Env& e, const Manifest& m) {
   return Status::ok();
 }
 
+std::string budgets_tag(const Env& e) {
+  std::string t;
+  if (e.min_decode_tps > 0) t += fmt::format("-tg{}", e.min_decode_tps);
+  if (e.min_prefill_tps > 0) t += fmt::format("-pp{}", e.min_prefill_tps);
+  if (e.memory_bytes > 0) t += fmt::format("-mem{}c{}{}", e.memory_bytes, e.o.ctx, e.o.kv_type);
+  return t;
+}
+
 std::vector<std::string> speed_args(const Env& e) {
-  if (!speed_budget(e)) return {};
-  std::vector<std::string> a = {"--speed", e.speed};
+  std::vector<std::string> a;
+  if (memory_budget(e)) {
+    a = {"--memory", std::to_string(e.memory_bytes), "--ctx", std::to_string(e.o.ctx), "-t", e.T};
+    if (!e.o.kv_type.empty()) a.insert(a.end(), {"--kv-type", e.o.kv_type});
+  }
+  if (!speed_budget(e)) return a;
+  a.insert(a.end(), {"--speed", e.speed});
   if (e.min_decode_tps > 0) a.insert(a.end(), {"--min-decode", fmt::format("{}", e.min_decode_tps)});
   if (e.min_prefill_tps > 0) a.insert(a.end(), {"--min-prefill", fmt::format("{}", e.min_prefill_tps)});
   return a;
@@ -61,9 +87,11 @@ std::vector<std::string> speed_args(const Env& e) {
 
 Result<std::vector<HeadRule>> meeting_speed(const Env& e, const Manifest& man, uint64_t size,
                                             const std::vector<HeadRule>& rules) {
-  if (!speed_budget(e)) return rules;
+  if (!speed_budget(e) && !memory_budget(e)) return rules;
   GAMMA_ASSIGN_OR_RETURN(scores::Scores st, scores::Scores::from_manifest(man));
-  const solve::SpeedBudget sb{&*e.table, e.min_decode_tps, e.min_prefill_tps};
+  solve::SpeedBudget sb;
+  if (e.table) sb.table = &*e.table, sb.min_decode_tps = e.min_decode_tps, sb.min_prefill_tps = e.min_prefill_tps;
+  if (e.source_memory) sb.memory_bytes = e.memory_bytes, sb.source = &*e.source_memory;
   std::vector<HeadRule> out;
   Status last;
   for (const auto& r : rules) {
@@ -91,7 +119,7 @@ Result<std::vector<HeadRule>> head_rules(const Env& e, const Manifest& man, cons
 }
 
 Status bench_rows(Env& e, json& summary, uint64_t budget) {
-  if (!speed_budget(e)) return Status::ok();
+  if (!speed_budget(e) && !memory_budget(e)) return Status::ok();
   std::vector<std::string> files;
   for (const auto& r : summary["rows"]) {
     const std::string p = r.value("path", "");
@@ -110,10 +138,15 @@ Status bench_rows(Env& e, json& summary, uint64_t budget) {
   if (!same_files()) {
     std::vector<std::string> cmd = {e.G, "speed"};
     cmd.insert(cmd.end(), files.begin(), files.end());
-    cmd.insert(cmd.end(), {"--reference", e.model, "--bench", "--rounds", std::to_string(e.o.bench_rounds), "-t", e.T,
-                           "--llama-bin", e.o.llama_bin, "-o", out});
+    cmd.insert(cmd.end(), {"--reference", e.model, "-t", e.T, "--llama-bin", e.o.llama_bin, "-o", out});
+    if (speed_budget(e)) cmd.insert(cmd.end(), {"--bench", "--rounds", std::to_string(e.o.bench_rounds)});
+    if (memory_budget(e)) cmd.insert(cmd.end(), {"--ctx", std::to_string(e.o.ctx)});
+    if (!speed_budget(e)) cmd.push_back("--memory-only");
+    if (memory_budget(e) && !e.o.kv_type.empty()) cmd.insert(cmd.end(), {"--kv-type", e.o.kv_type});
     const double eta = bench_seconds(e.ms, files.size(), e.o.bench_rounds);
-    GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("llama-bench of {} files ({} rounds)", files.size(), e.o.bench_rounds), eta,
+    GAMMA_RETURN_IF_ERROR(e.stage(speed_budget(e) ? fmt::format("llama-bench of {} files ({} rounds)", files.size(), e.o.bench_rounds)
+                                                  : fmt::format("memory of {} files at {} tokens (llama.cpp's own)", files.size(), e.o.ctx),
+                                  speed_budget(e) ? eta : 5.0 * double(files.size() + 1),
                                   [&] { return run_step("speed", cmd); }));
   }
   GAMMA_ASSIGN_OR_RETURN(json check, read_json(out, "gamma.speed.check", 1));
@@ -121,7 +154,7 @@ Status bench_rows(Env& e, json& summary, uint64_t budget) {
   // budget was held to), each file's weights at their types; gamma speed's own prediction in
   // the check is calibrated on the same rounds it measures, so it is not what the solver saw.
   std::map<std::string, speed::Speed> by_table;
-  for (const auto& f : files) {
+  for (const auto& f : e.table ? files : std::vector<std::string>{}) {
     auto model = Model::open(f);
     if (!model.is_ok()) return model.status();
     if (auto p = e.table->predict(**model); p.is_ok()) by_table[f] = *p;
@@ -131,6 +164,8 @@ Status bench_rows(Env& e, json& summary, uint64_t budget) {
       for (const auto& f : check["files"]) {
         const std::string path = f.value("file", "");
         if (path != r.value("path", "")) continue;
+        if (f.contains("memory")) r["memory"] = f["memory"];
+        if (!speed_budget(e)) continue;
         r["tg128"] = f["tg128"];
         r["pp512"] = f["pp512"];
         const bool priced = by_table.count(path) > 0;
@@ -138,6 +173,11 @@ Status bench_rows(Env& e, json& summary, uint64_t budget) {
         r["predicted_pp512"] = priced ? by_table[path].prefill_tps : f["predicted_pp512"].get<double>();
         r["predicted_by"] = priced ? "speed table" : "gamma speed (the table does not price this file's types)";
       }
+  if (memory_budget(e))
+    summary["memory"] = {{"memory_bytes", e.memory_bytes}, {"ctx", e.o.ctx}, {"kv_type", e.o.kv_type.empty() ? "f16" : e.o.kv_type},
+                         {"source", e.source_memory->to_json()}, {"check", out}};
+  summary["threads"] = std::stoi(e.T);
+  if (!speed_budget(e)) return Status::ok();
   summary["speed"] = {{"table", e.speed},
                       {"min_decode_tps", e.min_decode_tps},
                       {"min_prefill_tps", e.min_prefill_tps},
@@ -145,7 +185,6 @@ Status bench_rows(Env& e, json& summary, uint64_t budget) {
                       {"min_prefill_given", e.o.min_prefill},
                       {"check", out},
                       {"bench_rounds", e.o.bench_rounds}};
-  summary["threads"] = std::stoi(e.T);
   return Status::ok();
 }
 

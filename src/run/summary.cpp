@@ -26,7 +26,7 @@ namespace {
 // where the pool's best is reached, every budget gives the same file) reuses that measurement.
 Result<json> front_point(Env& e, const Manifest& man, const std::vector<Scorer>& scorers, const Variant& best,
                          const solve::Allocator& stat, const MixRow& m, std::map<std::string, json>* measured) {
-  const std::string dir = e.W + "/at-" + std::to_string(m.bytes);
+  const std::string dir = e.W + "/at-" + std::to_string(m.bytes) + budgets_tag(e);
   const std::string plan = dir + "/front-" + best.name + ".json", gguf = dir + "/front-" + best.name + ".gguf";
   const std::string stem = dir + "/front-" + best.name, ej = e.eval_path(stem, e.report);
   const std::string label = "gamma at " + m.name + "'s size";
@@ -68,9 +68,10 @@ Result<json> front_point(Env& e, const Manifest& man, const std::vector<Scorer>&
 
 // The verdict: gamma's file unless a mix that fits the budget (for --max-kld: one that meets
 // the KLD in fewer bytes) is better on validation.
-// With a speed budget a mix must also meet it as llama-bench measured it (`measured`, the
-// summary's mix rows in the same order).
+// With a speed budget a mix must also meet it as llama-bench measured it, with a memory budget
+// fit it as llama.cpp allocated it (`measured`, the summary's mix rows in the same order).
 bool meets_speed(const Env& e, const json& row) {
+  if (memory_budget(e) && !(row.contains("memory") && row["memory"]["total"].get<uint64_t>() <= e.memory_bytes)) return false;
   if (!speed_budget(e)) return true;
   if (!row.contains("tg128")) return false;
   return row["tg128"].get<double>() >= e.min_decode_tps && row["pp512"].get<double>() >= e.min_prefill_tps;
@@ -147,7 +148,8 @@ Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& s
   }
   GAMMA_RETURN_IF_ERROR(bench_rows(e, summary, budget));
   summary["verdict"] = verdict_of(e, mixes, summary["mixes"], best, out);
-  if (speed_budget(e)) summary["verdict"]["gamma_meets_speed_measured"] = meets_speed(e, summary["rows"][0]);
+  if (speed_budget(e) || memory_budget(e))
+    summary["verdict"]["gamma_meets_budgets_measured"] = meets_speed(e, summary["rows"][0]);
   summary["stages"] = e.stages;
   summary["seconds"] = e.elapsed();
   summary["work_dir_bytes"] = dir_bytes(e.W);
@@ -260,12 +262,23 @@ void print_summary(const Env& e, const json& summary, const std::string& json_pa
     std::printf("\nspeed budget: decode >= %.2f, prompts >= %.1f tokens/s (0: none); llama-bench here, %d threads, each file's "
                 "fastest of %d rounds.\n",
                 e.min_decode_tps, e.min_prefill_tps, summary["threads"].get<int>(), o.bench_rounds);
-    if (g.contains("tg128") && !verdict.value("gamma_meets_speed_measured", true))
+    if (g.contains("tg128") && (g["tg128"].get<double>() < e.min_decode_tps || g["pp512"].get<double>() < e.min_prefill_tps))
       std::printf("gamma's file measured below the budget (tg128 %.2f, pp512 %.1f), though the speed table predicted "
                   "%.2f and %.1f: its prediction was %+.0f %% / %+.0f %% off here; ask for a little more.\n",
                   g["tg128"].get<double>(), g["pp512"].get<double>(), g["predicted_tg128"].get<double>(),
                   g["predicted_pp512"].get<double>(), 100 * (g["predicted_tg128"].get<double>() / g["tg128"].get<double>() - 1),
                   100 * (g["predicted_pp512"].get<double>() / g["pp512"].get<double>() - 1));
+  }
+  if (summary.contains("memory")) {
+    const json& mm = summary["memory"];
+    std::printf("\nmemory budget: %s with %d tokens of context (KV cache %s); each file as llama.cpp allocates it "
+                "(predicted by the source's context):\n",
+                format_size(mm["memory_bytes"].get<uint64_t>()).c_str(), mm["ctx"].get<int>(), mm["kv_type"].get<std::string>().c_str());
+    for (const auto& r : summary["rows"])
+      if (r.contains("memory"))
+        std::printf("  %-34s %10.1f MiB (predicted %.1f)%s\n", r["label"].get<std::string>().c_str(),
+                    r["memory"]["total"].get<double>() / 1048576.0, r["memory"]["predicted_total"].get<double>() / 1048576.0,
+                    r["memory"]["total"].get<uint64_t>() <= mm["memory_bytes"].get<uint64_t>() ? "" : "  over the budget");
   }
   if (mix_wins)
     std::printf("\nverdict: llama.cpp's %s %s gamma's file on validation (KLD %.6f vs %.6f).\nUse it: %s\n",
@@ -275,7 +288,7 @@ void print_summary(const Env& e, const json& summary, const std::string& json_pa
   else
     std::printf("\nverdict: gamma's file %s (no llama.cpp mix %s%s beats it on validation)\n",
                 verdict["file"].get<std::string>().c_str(), o.max_kld > 0 ? "meets the KLD in fewer bytes and" : "that fits the budget",
-                speed ? " and measured at the speed" : "");
+                speed || summary.contains("memory") ? " and measured within the speed and memory budgets" : "");
   std::printf("summary: %s, picture: %s (total %s)\n", json_path.c_str(), png_path.c_str(),
               hms(e.elapsed()).c_str());
 }

@@ -19,7 +19,7 @@ using solve::format_size;
 
 Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solve::Allocator& stat,
                                          const std::vector<Scorer>& scorers, uint64_t size) {
-  const std::string dir = e.W + "/at-" + std::to_string(size);
+  const std::string dir = e.W + "/at-" + std::to_string(size) + budgets_tag(e);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Status::errorf("cannot create {}: {}", dir, ec.message());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "solve/budget.h"
@@ -123,46 +124,77 @@ Result<Allocation> Allocator::solve(const Budget& b) const {
 }
 
 Result<Allocation> Allocator::solve(const Budget& b, const SpeedBudget& sp) const {
-  if (!sp.table) return solve(b);
+  if (!sp.table && !sp.memory_bytes) return solve(b);
   if (b.kind != Budget::Kind::kFileBytes)
-    return Status::error("a speed budget takes a file-size budget (--size): the head and the rest of the file take time too");
-  const speed::CostTable& t = *sp.table;
-  GAMMA_RETURN_IF_ERROR(t.covers(*m_));
+    return Status::error("a speed or memory budget takes a file-size budget (--size): the head and the rest of the file count too");
+  if (sp.table) GAMMA_RETURN_IF_ERROR(sp.table->covers(*m_));
   double fbpw = 0;
   std::map<std::string, std::string> fixed;
   uint64_t capacity = 0;
   GAMMA_RETURN_IF_ERROR(fixed_for_size(b.file_bytes, &fbpw, &fixed, &capacity));
   GAMMA_ASSIGN_OR_RETURN(speed::Weight head, speed::head_of(*m_));
   head.type = fixed.at(head.name);
-  GAMMA_ASSIGN_OR_RETURN(speed::KernelTime head_t, t.at(head.name, head.type));
   const auto& classes = by_file_bytes_->classes();
-  const double fixed_decode = t.rest.decode_us + head_t.decode_us;
-  const double fixed_prefill = t.rest.prefill_us + head_t.prefill_us;
   std::vector<TimeResource> res;
   std::vector<std::string> names;
-  auto add = [&](double min_tps, double per, double fixed_us, bool decode, const char* what) -> Status {
-    if (!(min_tps > 0)) return Status::ok();
+  // One more budget over the modules: per candidate `cost(module, candidate)`, at most `cap`.
+  auto add = [&](const std::string& name, double cap, const std::function<Result<double>(const ModuleEntry&, const Candidate&)>& cost,
+                 const std::function<Status(double)>& unreachable) -> Status {
     TimeResource r;
-    r.cap = per / min_tps - fixed_us;
+    r.cap = cap;
     for (size_t i = 0; i < m_->modules.size(); ++i) {
       const ModuleEntry& e = m_->modules[i];
       std::vector<double> row;
       for (int j : cand_[i]) {
-        GAMMA_ASSIGN_OR_RETURN(speed::KernelTime k, t.at(e.name, e.candidates[j].id));
-        row.push_back(decode ? k.decode_us : k.prefill_us);
+        GAMMA_ASSIGN_OR_RETURN(double c, cost(e, e.candidates[j]));
+        row.push_back(c);
       }
       r.time.push_back(std::move(row));
     }
     GAMMA_ASSIGN_OR_RETURN(double f, fastest(classes, r, capacity, opt_));
-    if (f > r.cap)
-      return Status::errorf("no plan of at most {} {} at {:.2f} tok/s here: the fastest {:.2f} tok/s (speed table's prediction)",
-                            format_size(b.file_bytes), what, min_tps, per / (f + fixed_us));
+    if (f > r.cap) return unreachable(f);
     res.push_back(std::move(r));
-    names.push_back(decode ? "decode" : "prefill");
+    names.push_back(name);
     return Status::ok();
   };
-  GAMMA_RETURN_IF_ERROR(add(sp.min_decode_tps, 1e6, fixed_decode, true, "decodes"));
-  GAMMA_RETURN_IF_ERROR(add(sp.min_prefill_tps, 1e6 * speed::kPrefillBatch, fixed_prefill, false, "processes prompts"));
+  if (sp.table) {
+    const speed::CostTable& t = *sp.table;
+    GAMMA_ASSIGN_OR_RETURN(speed::KernelTime head_t, t.at(head.name, head.type));
+    auto time = [&](double min_tps, double per, double fixed_us, bool decode, const char* what) -> Status {
+      if (!(min_tps > 0)) return Status::ok();
+      return add(decode ? "decode" : "prefill", per / min_tps - fixed_us,
+                 [&](const ModuleEntry& e, const Candidate& c) -> Result<double> {
+                   GAMMA_ASSIGN_OR_RETURN(speed::KernelTime k, t.at(e.name, c.id));
+                   return decode ? k.decode_us : k.prefill_us;
+                 },
+                 [&](double f) {
+                   return Status::errorf("no plan of at most {} {} at {:.2f} tok/s here: the fastest {:.2f} tok/s (speed table's "
+                                         "prediction)", format_size(b.file_bytes), what, min_tps, per / (f + fixed_us));
+                 });
+    };
+    GAMMA_RETURN_IF_ERROR(time(sp.min_decode_tps, 1e6, t.rest.decode_us + head_t.decode_us, true, "decodes"));
+    GAMMA_RETURN_IF_ERROR(time(sp.min_prefill_tps, 1e6 * speed::kPrefillBatch, t.rest.prefill_us + head_t.prefill_us, false,
+                               "processes prompts"));
+  }
+  // The device budget: the file and its repacked weights within what the context leaves.
+  uint64_t fixed_mem = 0;
+  if (sp.memory_bytes) {
+    GAMMA_ASSIGN_OR_RETURN(uint64_t room, speed::weights_room(*sp.source, sp.memory_bytes));
+    fixed_mem = fixed_file_bytes(*m_, fixed) + speed::repacked_bytes({head});
+    GAMMA_RETURN_IF_ERROR(add("memory", double(room) - double(fixed_mem),
+        [&](const ModuleEntry& e, const Candidate& c) -> Result<double> {
+          return double(c.file_bytes) + (speed::repacked(c.type, e.shape[0], e.shape[1]) ? double(c.bytes) : 0.0);
+        },
+        [&](double f) {
+          return Status::errorf("no plan of at most {} runs in {} here: the least it takes is {} (weights {}, KV cache {}, "
+                                "compute buffers {}, as llama.cpp allocates them)", format_size(b.file_bytes),
+                                format_size(sp.memory_bytes),
+                                format_size(uint64_t(f + double(fixed_mem) + double(sp.source->context + sp.source->compute) -
+                                                     double(sp.source->metadata()))),
+                                format_size(uint64_t(f + double(fixed_mem) - double(sp.source->metadata()))),
+                                format_size(sp.source->context), format_size(sp.source->compute));
+        }));
+  }
   Allocation a;
   json lagrange = json::object();
   if (res.empty()) {
@@ -170,19 +202,28 @@ Result<Allocation> Allocator::solve(const Budget& b, const SpeedBudget& sp) cons
   } else {
     GAMMA_ASSIGN_OR_RETURN(TimedSolution ts, solve_timed(classes, res, capacity, opt_));
     GAMMA_ASSIGN_OR_RETURN(a, finish(b, capacity, fbpw, fixed, std::move(ts.sol)));
-    a.plan.info["solver"] = "multiple-choice knapsack with time budgets (Lagrangian bound + exact byte knapsack)";
+    a.plan.info["solver"] = "multiple-choice knapsack with time/memory budgets (Lagrangian bound + exact byte knapsack)";
     for (size_t r = 0; r < res.size(); ++r)
-      lagrange[names[r]] = {{"cap_us", res[r].cap}, {"plan_us", ts.time[r]}, {"lambda", ts.lambda[r]}};
+      lagrange[names[r]] = {{"cap", res[r].cap}, {"plan", ts.time[r]}, {"lambda", ts.lambda[r]}};
     lagrange["knapsack_solves"] = ts.solves;
   }
-  GAMMA_ASSIGN_OR_RETURN(speed::Speed pred, t.predict(*m_, a.plan));
-  a.plan.info["speed"] = {{"min_decode_tps", sp.min_decode_tps},
-                          {"min_prefill_tps", sp.min_prefill_tps},
-                          {"predicted_tg128", pred.decode_tps},
-                          {"predicted_pp512", pred.prefill_tps},
-                          {"machine", t.machine},
-                          {"threads", t.threads},
-                          {"time_budgets", lagrange}};
+  if (sp.table) {
+    GAMMA_ASSIGN_OR_RETURN(speed::Speed pred, sp.table->predict(*m_, a.plan));
+    a.plan.info["speed"] = {{"min_decode_tps", sp.min_decode_tps},
+                            {"min_prefill_tps", sp.min_prefill_tps},
+                            {"predicted_tg128", pred.decode_tps},
+                            {"predicted_pp512", pred.prefill_tps},
+                            {"machine", sp.table->machine},
+                            {"threads", sp.table->threads},
+                            {"time_budgets", lagrange}};
+  }
+  if (sp.memory_bytes) {
+    GAMMA_ASSIGN_OR_RETURN(auto ws, speed::weights_of(*m_, a.plan));
+    a.plan.info["memory"] = {{"memory_bytes", sp.memory_bytes},
+                             {"predicted_total", speed::predicted_total(*sp.source, a.size.file_bytes, speed::repacked_bytes(ws))},
+                             {"source", sp.source->to_json()},
+                             {"budgets", lagrange}};
+  }
   return a;
 }
 

@@ -12,6 +12,7 @@
 #include "solve/knapsack.h"
 #include "scores/scores.h"
 #include "solve/budget.h"
+#include "speed/memory.h"
 #include "speed/speed.h"
 #include "util/json.h"
 #include "util/status.h"
@@ -20,10 +21,15 @@ namespace gm::solve {
 
 // Time budgets beside the bytes: the plan must decode (tg128) and/or process prompts (pp512) at
 // least this fast on the machine the speed table was measured on (0: no budget).
+// With `memory_bytes`, a device budget too: llama.cpp's whole allocation for the file (weights
+// with their repacked copies, KV cache and compute buffers at the context `source` was measured
+// with, speed/memory.h) at most that many bytes.
 struct SpeedBudget {
   const speed::CostTable* table = nullptr;  // none: no time budget, no predicted speeds
   double min_decode_tps = 0, min_prefill_tps = 0;
-  bool binds() const { return table && (min_decode_tps > 0 || min_prefill_tps > 0); }
+  uint64_t memory_bytes = 0;                  // 0: no device budget
+  const speed::MemoryUse* source = nullptr;  // the source's allocation at the context (with memory_bytes)
+  bool binds() const { return (table && (min_decode_tps > 0 || min_prefill_tps > 0)) || memory_bytes > 0; }
 };
 
 struct Allocation {

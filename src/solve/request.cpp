@@ -56,6 +56,8 @@ Status Request::check() const {
   if (!blend.empty() && scores.empty()) return Status::error("--blend needs --scores (it blends two scorers' files)");
   if ((!min_decode.empty() || !min_prefill.empty()) && speed.empty())
     return Status::error("--min-decode and --min-prefill need --speed SPEED.json (gamma speed --pool)");
+  if (memory_bytes && (!budget || budget->kind != Budget::Kind::kFileBytes || fill > 0 || !choose_head.empty()))
+    return Status::error("--memory takes a file-size budget (--size or --memory alone), not --fill or --choose-head");
   if (!speed.empty() && (!budget || budget->kind != Budget::Kind::kFileBytes))
     return Status::error("--speed takes a file-size budget (--size): the head and the rest of the file take time too");
   if (!speed.empty() && (fill > 0 || !choose_head.empty()))
@@ -90,20 +92,29 @@ Result<Outcome> solve_request(const Manifest& m, const Request& r) {
     double kappa = 0;
     GAMMA_ASSIGN_OR_RETURN(a, solve_filled(m, s, r.constraints, r.knapsack, r.fixed, *r.budget, r.fill, &kappa));
     a.plan.info["fill"] = {{"fraction", r.fill}, {"kappa", kappa}};
-  } else if (!r.speed.empty()) {
-    GAMMA_ASSIGN_OR_RETURN(speed::CostTable table, speed::CostTable::load(r.speed));
-    SpeedBudget sp{&table, 0, 0};
-    for (auto [arg, decode, out] : {std::make_tuple(&r.min_decode, true, &sp.min_decode_tps),
-                                    std::make_tuple(&r.min_prefill, false, &sp.min_prefill_tps)}) {
-      if (arg->empty()) continue;
-      auto v = speed::speed_target(*arg, m, table, decode);
-      if (!v.is_ok()) return v.status().with_context(decode ? "--min-decode" : "--min-prefill");
-      *out = *v;
+  } else if (!r.speed.empty() || r.memory_bytes) {
+    std::optional<speed::CostTable> table;
+    SpeedBudget sp;
+    sp.memory_bytes = r.memory_bytes;
+    sp.source = r.memory_source;
+    if (sp.memory_bytes && !sp.source) return Status::error("--memory: the source's allocation was not measured");
+    if (!r.speed.empty()) {
+      GAMMA_ASSIGN_OR_RETURN(table, speed::CostTable::load(r.speed));
+      sp.table = &*table;
+      for (auto [arg, decode, out] : {std::make_tuple(&r.min_decode, true, &sp.min_decode_tps),
+                                      std::make_tuple(&r.min_prefill, false, &sp.min_prefill_tps)}) {
+        if (arg->empty()) continue;
+        auto v = speed::speed_target(*arg, m, *table, decode);
+        if (!v.is_ok()) return v.status().with_context(decode ? "--min-decode" : "--min-prefill");
+        *out = *v;
+      }
     }
     GAMMA_ASSIGN_OR_RETURN(a, alloc.solve(*r.budget, sp));
-    a.plan.info["speed"]["table"] = r.speed;
-    a.plan.info["speed"]["min_decode_given"] = r.min_decode;
-    a.plan.info["speed"]["min_prefill_given"] = r.min_prefill;
+    if (table) {
+      a.plan.info["speed"]["table"] = r.speed;
+      a.plan.info["speed"]["min_decode_given"] = r.min_decode;
+      a.plan.info["speed"]["min_prefill_given"] = r.min_prefill;
+    }
   } else {
     GAMMA_ASSIGN_OR_RETURN(a, alloc.solve(*r.budget));
   }

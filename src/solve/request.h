@@ -32,6 +32,8 @@ struct Request {
   // The plan must reach these (needs speed, --size): tokens/s, or a GGUF of the model meaning
   // "as fast as this file" by the same table (speed::speed_target); "" = no budget.
   std::string min_decode, min_prefill;
+  uint64_t memory_bytes = 0;                         // device budget (0: none), with memory_source
+  const speed::MemoryUse* memory_source = nullptr;  // llama.cpp's allocation for the source at the context
   KnapsackOptions knapsack;
 
   // The combinations that do not make sense, in one line each, before anything is read.

@@ -87,6 +87,15 @@ std::vector<uint8_t> weight_data(ggml_type type, int64_t n_in, int64_t n_out) {
 
 }  // namespace
 
+bool repacked(const std::string& type_name, int64_t n_in, int64_t n_out) {
+  auto type = parse_type(type_name);
+  if (!type.is_ok() || n_in % ggml_blck_size(*type) != 0) return false;
+  ggml_init_params p = {ggml_tensor_overhead() * 2, nullptr, true};
+  CtxPtr ctx(ggml_init(p));
+  ggml_tensor* w = ggml_new_tensor_2d(ctx.get(), *type, n_in, n_out);
+  return weight_buft(w) != ggml_backend_cpu_buffer_type();
+}
+
 // Seconds per graph run of the products W_i x_i (x_i: n_in x batch, one per row width), the
 // fastest of `reps` after one warm-up: on a shared machine the others' load only ever adds
 // time, so the minimum is the kernels' own (llama-bench's side is read the same way, speed.cpp).

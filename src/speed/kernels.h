@@ -42,6 +42,11 @@ Result<double> time_chain(const std::vector<MatSpec>& chain, int64_t batch, int 
 // speed model scales each type's kernels by it (speed.h, CostModel::type_scale).
 Result<KernelTime> time_layers(const std::string& type, const std::vector<MatSpec>& layer, int n_layer, int threads);
 
+// Whether llama.cpp's loader puts a weight of this type and shape in a repacked buffer (an extra
+// CPU buffer type: Q4_0, Q4_K, IQ4_NL... in an interleaved layout). Such a weight is held twice
+// in llama.cpp's accounting: the mapped file and the repacked copy (speed/memory.h).
+bool repacked(const std::string& type, int64_t n_in, int64_t n_out);
+
 // What this process's ggml does with weights: which CPU features and buffer types it uses.
 // Part of the key of every cached timing (another build or CPU measures again).
 std::string kernel_signature();
