@@ -10,6 +10,8 @@
 # teacher base file per text, per-chunk means for paired errors). Resumable; the GGUFs are removed
 # once measured. Table: experiments/speed_goal_table.py W.
 #   experiments/speed_goal.sh W MIX...        e.g. W Q3_K_M Q2_K Q3_K_S
+#   HEAD="output.weight=Q5_K token_embd.weight=IQ3_S" TAG=-h: gamma's plans with that head instead
+#   of the mix's (files MIX-h-free, MIX-h-speed; the control stays the mix's types)
 set -euo pipefail
 W=$1; shift
 G=${G:-build/cli/gamma}; B=${B:-build/bin}
@@ -25,7 +27,8 @@ mkdir -p "$W/evals"
 [ -f "$W/speed.json" ] || $G speed --pool "$P" --reference "$SRC" --llama-bin "$B" -o "$W/speed.json"
 for MIX in "$@"; do
   M=$W/llama-$MIX.gguf
-  if [ -f "$W/$MIX-bench.json" ] && [ -f "$W/evals/$MIX-speed.py.json" ]; then continue; fi
+  X=$MIX${TAG:-}  # gamma's plans' names
+  if [ -f "$W/$X-bench.json" ] && [ -f "$W/evals/$X-speed.py.json" ]; then continue; fi
   log "$MIX"
   if [ ! -f "$M" ]; then
     $B/llama-quantize --imatrix "$IM" "$T" "$M.partial" "$MIX" 2 > "$W/llama-$MIX.log" 2>&1
@@ -33,32 +36,36 @@ for MIX in "$@"; do
   fi
   SIZE=$(stat -c %s "$M")
   [ -f "$W/$MIX-control.json" ] || $G plan "$P" --from-gguf "$M" -o "$W/$MIX-control.json" > /dev/null
-  read -r -a fixed < <(python3 -c '
+  if [ -n "${HEAD:-}" ]; then
+    fixed=(); for f in $HEAD; do fixed+=(--fixed "$f"); done
+  else
+    read -r -a fixed < <(python3 -c '
 import json, sys
 f = json.load(open(sys.argv[1]))["fixed"]
 print(" ".join(f"--fixed {k}={v}" for k, v in sorted(f.items()) if k in ("output.weight", "token_embd.weight")))' "$W/$MIX-control.json")
+  fi
   for v in free speed; do
     extra=(); [ $v = speed ] && extra=(--min-decode "$M")
-    [ -f "$W/$MIX-$v.json" ] || $G solve "$P" --scores "$S" --size "$SIZE" "${fixed[@]}" --speed "$W/speed.json" "${extra[@]}" \
-      -o "$W/$MIX-$v.json" > "$W/$MIX-$v.solve.txt"
+    [ -f "$W/$X-$v.json" ] || $G solve "$P" --scores "$S" --size "$SIZE" "${fixed[@]}" --speed "$W/speed.json" "${extra[@]}" \
+      -o "$W/$X-$v.json" > "$W/$X-$v.solve.txt"
   done
-  for v in control free speed; do
-    [ -f "$W/$MIX-$v.gguf" ] || [ -f "$W/evals/$MIX-$v.py.json" ] || $G emit "$P" "$W/$MIX-$v.json" -o "$W/$MIX-$v.gguf" > /dev/null
+  for v in $MIX-control $X-free $X-speed; do
+    [ -f "$W/$v.gguf" ] || [ -f "$W/evals/$v.py.json" ] || $G emit "$P" "$W/$v.json" -o "$W/$v.gguf" > /dev/null
   done
-  if [ ! -f "$W/$MIX-bench.json" ]; then
+  if [ ! -f "$W/$X-bench.json" ]; then
     pause
-    $G speed "$SRC" "$M" "$W/$MIX-control.gguf" "$W/$MIX-free.gguf" "$W/$MIX-speed.gguf" --bench --rounds "${ROUNDS:-2}" \
-      --llama-bin "$B" -o "$W/$MIX-bench.json" 2> "$W/$MIX-bench.log"
+    $G speed "$SRC" "$M" "$W/$MIX-control.gguf" "$W/$X-free.gguf" "$W/$X-speed.gguf" --bench --rounds "${ROUNDS:-2}" \
+      --llama-bin "$B" -o "$W/$X-bench.json" 2> "$W/$X-bench.log"
     resume
   fi
   for t in wiki py; do
     text=$([ $t = wiki ] && echo wiki.test.raw || echo python-eval.txt)
-    for v in mix control free speed; do
-      f=$W/$MIX-$v.gguf; [ $v = mix ] && f=$M
-      [ -f "$W/evals/$MIX-$v.$t.json" ] || $G eval "$f" --teacher "$T" --kld-base "$W/kld-base-$t.bin" --text "$txt/$text" \
-        --ctx 512 --chunks 16 -t 2 -q -o "$W/evals/$MIX-$v.$t.json" > /dev/null
+    for v in $MIX-mix $MIX-control $X-free $X-speed; do
+      f=$W/$v.gguf; [ $v = $MIX-mix ] && f=$M
+      [ -f "$W/evals/$v.$t.json" ] || $G eval "$f" --teacher "$T" --kld-base "$W/kld-base-$t.bin" --text "$txt/$text" \
+        --ctx 512 --chunks 16 -t 2 -q -o "$W/evals/$v.$t.json" > /dev/null
     done
   done
-  rm -f "$M" "$W/$MIX-control.gguf" "$W/$MIX-free.gguf" "$W/$MIX-speed.gguf"
+  rm -f "$M" "$W/$MIX-control.gguf" "$W/$X-free.gguf" "$W/$X-speed.gguf"
 done
 log "done: python3 experiments/speed_goal_table.py $W"

@@ -9,29 +9,21 @@ slower measured, lower KLD on both texts).
 """
 import argparse
 import json
-import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kept  # noqa: E402
+from rank_stats import paired_diff as paired  # noqa: E402
 
 ORDER = ["IQ2_M", "Q2_K", "IQ3_XXS", "IQ3_XS", "Q3_K_S", "IQ3_S", "IQ3_M", "Q3_K_M"]
-ROWS = [("mix", "llama.cpp {m}"), ("control", "{m}'s types from gamma's pool"), ("free", "gamma, no speed budget"),
-        ("speed", "gamma --min-decode {m}.gguf")]
+ROWS = [("mix", "llama.cpp {m}"), ("control", "{m}'s types from gamma's pool"), ("free", "gamma{h}, no speed budget"),
+        ("speed", "gamma{h} --min-decode {m}.gguf")]
+TAGS = ["", "-h"]  # gamma's plans with the mix's head, and (TAG=-h) with the head HEAD gave them
 
 
 def load(path):
     return json.loads(kept._read(path))
-
-
-def paired(a, b):
-    """Mean and standard error of the per-chunk differences a - b."""
-    d = [x - y for x, y in zip(a, b)]
-    n = len(d)
-    mean = sum(d) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
-    return mean, sd / math.sqrt(n)
 
 
 def main():
@@ -41,19 +33,23 @@ def main():
     a = ap.parse_args()
     W = a.work
     sizes = []
-    for mix in ORDER:
-        bench_p = os.path.join(W, f"{mix}-bench.json")
-        if not kept.exists(bench_p) or not kept.exists(os.path.join(W, "evals", f"{mix}-speed.py.json")):
+    for mix, tag in [(m, t) for m in ORDER for t in TAGS]:
+        x = mix + tag
+        bench_p = os.path.join(W, f"{x}-bench.json")
+        if not kept.exists(bench_p) or not kept.exists(os.path.join(W, "evals", f"{x}-speed.py.json")):
             continue
         bench = {os.path.basename(f["file"]): f for f in load(bench_p)["files"]}
+        fixed = load(os.path.join(W, f"{x}-speed.json"))["fixed"]
+        head = f" (head {fixed.get('output.weight', '-')}, embedding {fixed.get('token_embd.weight', '-')})"
         rows = []
         for key, label in ROWS:
-            name = f"llama-{mix}.gguf" if key == "mix" else f"{mix}-{key}.gguf"
+            stem = f"{mix}-{key}" if key in ("mix", "control") else f"{x}-{key}"
+            name = f"llama-{mix}.gguf" if key == "mix" else f"{stem}.gguf"
             b = bench[name]
-            r = {"file": key, "label": label.format(m=mix), "bytes": b["bytes"], "predicted_tg128": b["predicted_tg128"],
+            r = {"file": key, "label": label.format(m=mix, h=head), "bytes": b["bytes"], "predicted_tg128": b["predicted_tg128"],
                  "tg128": b["tg128"], "pp512": b["pp512"], "predicted_pp512": b["predicted_pp512"]}
             for t in ("wiki", "py"):
-                ev = load(os.path.join(W, "evals", f"{mix}-{key}.{t}.json"))["kld"]
+                ev = load(os.path.join(W, "evals", f"{stem}.{t}.json"))["kld"]
                 r[f"kld_{t}"], r[f"kld_{t}_err"], r[f"chunks_{t}"] = ev["mean"], ev["stderr"], ev["chunk_means"]
             rows.append(r)
         base = rows[0]
@@ -68,8 +64,8 @@ def main():
         for r in rows:
             for t in ("wiki", "py"):
                 del r[f"chunks_{t}"]
-        sizes.append({"mix": mix, "rows": rows, "goal": dom,
-                      "speed_plan": load(os.path.join(W, f"{mix}-speed.json"))["info"].get("speed", {})})
+        sizes.append({"mix": mix, "tag": tag, "rows": rows, "goal": dom,
+                      "speed_plan": load(os.path.join(W, f"{x}-speed.json"))["info"].get("speed", {})})
     out = ["| size of | file | bytes | tg128 predicted | tg128 | pp512 | KLD wiki.test | KLD python-eval | paired vs mix (wiki / python) |",
            "|---|---|---|---|---|---|---|---|---|"]
     for s in sizes:
@@ -77,14 +73,14 @@ def main():
             p = ""
             if "paired_wiki" in r:
                 p = " / ".join(f"{r[f'paired_{t}'][0]:+.4f} ± {r[f'paired_{t}'][1]:.4f}" for t in ("wiki", "py"))
-            out.append(f"| {s['mix']} | {r['label']} | {r['bytes']:,} | {r['predicted_tg128']:.2f} | {r['tg128']:.2f} | "
+            out.append(f"| {s['mix']}{s['tag']} | {r['label']} | {r['bytes']:,} | {r['predicted_tg128']:.2f} | {r['tg128']:.2f} | "
                        f"{r['pp512']:.1f} | {r['kld_wiki']:.4f} ± {r['kld_wiki_err']:.4f} | {r['kld_py']:.4f} ± {r['kld_py_err']:.4f} | {p} |")
     out += ["", "| size of | speed plan / mix, tg128 measured | free plan / mix | goal: no larger, no slower, lower KLD on both |",
             "|---|---|---|---|"]
     for s in sizes:
         g = s["goal"]
         why = [k for k in ("no_larger", "no_slower", "lower_kld_both") if not g[k]]
-        out.append(f"| {s['mix']} | {g['tg128_ratio']:.3f}x | {g['free_tg128_ratio']:.3f}x | "
+        out.append(f"| {s['mix']}{s['tag']} | {g['tg128_ratio']:.3f}x | {g['free_tg128_ratio']:.3f}x | "
                    f"{'yes' if g['dominates'] else 'no (' + ', '.join(why) + ')'} |")
     text = "\n".join(out) + "\n"
     if a.out:

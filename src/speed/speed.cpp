@@ -350,21 +350,17 @@ Result<KernelTime> CostTable::at(const std::string& tensor, const std::string& i
 
 Result<Speed> CostTable::predict(const Manifest& m, const Plan& p) const {
   GAMMA_ASSIGN_OR_RETURN(auto ws, weights_of(m, p));
-  double d = rest.decode_us, pre = rest.prefill_us;
-  for (const auto& w : ws) {
-    GAMMA_ASSIGN_OR_RETURN(KernelTime k, at(w.name, w.head ? w.type : p.modules.at(w.name)));
-    d += k.decode_us;
-    pre += k.prefill_us;
-  }
-  if (!(d > 0 && pre > 0)) return Status::error("speed: the predicted time is not positive (the rest is mis-measured)");
-  Speed s;
-  s.decode_tps = 1e6 / d;
-  s.prefill_tps = 1e6 * kPrefillBatch / pre;
-  return s;
+  for (auto& w : ws)
+    if (!w.head) w.type = p.modules.at(w.name);  // the table prices a module by its candidate's id
+  return predict(ws);
 }
 
 Result<Speed> CostTable::predict(const Model& file) const {
   GAMMA_ASSIGN_OR_RETURN(auto ws, weights_of(file));
+  return predict(ws);
+}
+
+Result<Speed> CostTable::predict(const std::vector<Weight>& ws) const {
   double d = rest.decode_us, pre = rest.prefill_us;
   for (const auto& w : ws) {
     GAMMA_ASSIGN_OR_RETURN(KernelTime k, at(w.name, w.type));

@@ -133,6 +133,8 @@ struct CostTable {
   // A GGUF of the same model (e.g. a llama.cpp mix) by this table; fails naming a weight at a
   // type the table does not price.
   Result<Speed> predict(const Model& file) const;
+  // Weights at the types (for a module: the candidate ids) the table prices them by.
+  Result<Speed> predict(const std::vector<Weight>& ws) const;
 };
 
 // A speed budget as the user gives it: tokens/s ("27.4"), or a GGUF file of the pool `m`'s model,
