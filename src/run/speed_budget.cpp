@@ -126,13 +126,14 @@ Status bench_rows(Env& e, json& summary, uint64_t budget) {
     if (!p.empty() && file_exists(p) && p.size() > 5 && p.substr(p.size() - 5) == ".gguf") files.push_back(p);
   }
   if (files.empty()) return Status::ok();
-  const std::string out = e.W + "/speed-check-" + std::to_string(budget) + ".json";
-  auto same_files = [&]() {  // a check of exactly these files is there: resumed, not measured again
+  const std::string out = e.W + "/speed-check-" + std::to_string(budget) + budgets_tag(e) + ".json";
+  auto same_files = [&]() {  // a check of these files with what is asked is there: resumed, not measured again
     auto j = read_json(out, "gamma.speed.check", 1);
     if (!j.is_ok()) return false;
     size_t n = 0;
     for (const auto& f : (*j)["files"])
-      n += std::find(files.begin(), files.end(), f.value("file", "")) != files.end();
+      n += std::find(files.begin(), files.end(), f.value("file", "")) != files.end() &&
+           (!speed_budget(e) || f.contains("tg128")) && (!memory_budget(e) || f.contains("memory"));
     return n == files.size();
   };
   if (!same_files()) {
