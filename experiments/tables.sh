@@ -142,6 +142,8 @@ gen iq_smollm2 python3 iq_tables.py "$R/iq_smollm2" -o "$T/iq_smollm2/table.md"
 check iq_smollm2/table.md iq_smollm2/table.json
 gen zeroshot_qwen python3 zeroshot_table.py "$R/zeroshot_qwen" -o "$T/zeroshot_qwen/table.md"
 check zeroshot_qwen/table.md zeroshot_qwen/table.json
+gen speed_model/goal python3 speed_goal_table.py "$R/speed_model/goal" -o "$T/speed_model/goal/table.md"
+check speed_model/goal/table.md speed_model/goal/table.json
 for s in speed_qwen speed_qwen_bpw speed_smollm2; do
   gen . python3 speed_table.py "$R/$s.json" -o "$T/$s.md"
   check "$s.md"
