@@ -50,7 +50,10 @@ print(" ".join(f"--fixed {k}={v}" for k, v in sorted(f.items()) if k in ("output
       -o "$W/$X-$v.json" > "$W/$X-$v.solve.txt"
   done
   for v in $MIX-control $X-free $X-speed; do
-    [ -f "$W/$v.gguf" ] || [ -f "$W/evals/$v.py.json" ] || $G emit "$P" "$W/$v.json" -o "$W/$v.gguf" > /dev/null
+    # needed unless measured already: by the bench (a new TAG re-benches the control) and the evals
+    if [ ! -f "$W/$v.gguf" ] && { [ ! -f "$W/$X-bench.json" ] || [ ! -f "$W/evals/$v.py.json" ]; }; then
+      $G emit "$P" "$W/$v.json" -o "$W/$v.gguf" > /dev/null
+    fi
   done
   if [ ! -f "$W/$X-bench.json" ]; then
     pause
