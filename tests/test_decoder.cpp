@@ -1,7 +1,10 @@
 // The LibTorch decoder layer against libllama (teacher-forced, every layer, and the head),
-// for llama (stories260K) and synthetic qwen2 / qwen3 variants of it that exercise NEOX RoPE,
-// q/k/v biases, QK-norm and a GGUF rope theta; and the teacher activation cache.
+// for llama (stories260K) and synthetic qwen2 / qwen3 / gemma3 variants of it that exercise NEOX
+// RoPE, q/k/v biases, QK-norm, a GGUF rope theta, and gemma3's scaled embeddings, post-norms,
+// GeGLU and sliding-window layers with their own RoPE base; and the teacher activation cache.
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -50,8 +53,9 @@ void copy_key(gguf_context* dst, const gguf_context* src, int64_t id, const std:
 }
 
 // stories260K rewritten as `arch` (qwen2: random q/k/v biases; qwen3: random QK-norm
-// weights), rope theta 1e6 from the GGUF, so every arch-specific path of the layer is tested
-// against libllama without downloading a real Qwen.
+// weights; gemma3: those and random post-norms, a sliding window of 8 tokens on every other
+// layer, RoPE base 1e4 there), rope theta 1e6 from the GGUF, so every arch-specific path of the
+// layer is tested against libllama without downloading a real Qwen or Gemma.
 std::string make_variant(const TempDir& dir, const std::string& arch) {
   ggml_context* data = nullptr;
   gguf_init_params ip{/*no_alloc=*/false, &data};
@@ -68,6 +72,11 @@ std::string make_variant(const TempDir& dir, const std::string& arch) {
   }
   gguf_set_val_str(dst, "general.architecture", arch.c_str());
   gguf_set_val_f32(dst, (arch + ".rope.freq_base").c_str(), 1e6f);
+  if (arch == "gemma3") {
+    gguf_set_val_u32(dst, "gemma3.attention.sliding_window", 8);
+    gguf_set_val_u32(dst, "gemma3.attention.sliding_window_pattern", 2);
+    gguf_set_val_f32(dst, "gemma3.rope.freq_base_swa", 1e4f);
+  }
   const int64_t n_layer = gguf_get_val_u32(dst, gguf_find_key(dst, (arch + ".block_count").c_str()));
   const int64_t n_embd = gguf_get_val_u32(dst, gguf_find_key(dst, (arch + ".embedding_length").c_str()));
   const int64_t n_head = gguf_get_val_u32(dst, gguf_find_key(dst, (arch + ".attention.head_count").c_str()));
@@ -94,6 +103,10 @@ std::string make_variant(const TempDir& dir, const std::string& arch) {
     } else {
       add(p + "attn_q_norm.weight", hd, 1.0f, 0.2f);
       add(p + "attn_k_norm.weight", hd, 1.0f, 0.2f);
+    }
+    if (arch == "gemma3") {
+      add(p + "post_attention_norm.weight", n_embd, 1.0f, 0.2f);
+      add(p + "post_ffw_norm.weight", n_embd, 1.0f, 0.2f);
     }
   }
   const std::string path = dir / (arch + ".gguf");
@@ -155,6 +168,35 @@ TEST(Model, LayerMatchesLibllamaQwen2AndQwen3) {
     EXPECT_FLOAT_EQ(hp->rope_freq_base, 1e6f);
     EXPECT_EQ(hp->qk_norm, arch == "qwen3");
     expect_match(path, toks, arch + " variant");
+  }
+}
+
+TEST(Model, LayerMatchesLibllamaGemma3) {
+  TempDir dir;
+  const auto toks = story_tokens(gm::testing::stories260k(), 128);
+  const std::string path = make_variant(dir, "gemma3");
+  auto m = Model::open(path);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  auto hp = read_hparams(**m);
+  ASSERT_TRUE(hp.is_ok()) << hp.status().message();
+  EXPECT_TRUE(hp->rope_type == RopeType::kNeox);
+  EXPECT_TRUE(hp->qk_norm && hp->post_norms && hp->ffn_act == FfnAct::kGeluTanh);
+  EXPECT_FLOAT_EQ(hp->embd_scale, 8.0f);  // sqrt(64)
+  EXPECT_EQ(hp->n_swa, 8);
+  EXPECT_EQ(hp->swa_layers, (std::vector<bool>{true, false, true, false, true}));
+  expect_match(path, toks, "gemma3 variant");
+  // Each gemma3 part is needed to match: without the window, the local RoPE base, the
+  // post-norms or the GELU table, the layers drift far above the 1e-4 match.
+  const std::vector<std::pair<std::string, std::function<void(HParams&)>>> wrong = {
+      {"no sliding window", [](HParams& h) { h.n_swa = 0; }},
+      {"global RoPE base on local layers", [](HParams& h) { h.rope_freq_base_swa = h.rope_freq_base; }},
+      {"no post-norms", [](HParams& h) { h.post_norms = false; }},
+      {"SwiGLU", [](HParams& h) { h.ffn_act = FfnAct::kSilu; }},
+  };
+  for (const auto& [label, tweak] : wrong) {
+    auto r = verify_against_llama(path, toks, 2, tweak);
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    EXPECT_GT(*std::max_element(r->layer_rel_err.begin(), r->layer_rel_err.end()), 1e-3) << label;
   }
 }
 

@@ -149,6 +149,17 @@ TEST(Moe, PoolPlanEmitExpertsAndAttentionAtTheirOwnTypesRunsInLlamaCpp) {
   ASSERT_EQ(est_table["types"].size(), 2u);
   for (size_t i = 0; i < 2; ++i)
     EXPECT_DOUBLE_EQ(est_table["types"][i]["rel_err_mean"].get<double>(), pool_table["types"][i]["rel_err_mean"].get<double>());
+  // gamma run keeps the scorers the architecture allows and says which it skipped (gamma's
+  // LibTorch decoder has no MoE layer): gamma layers measures through libllama instead.
+  r = gamma("run " + moe + " --dry-run --bpw 6 -w " + d / "w");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("== scorers: hawq, gamma skipped (gamma's LibTorch decoder (HAWQ-V2, Stage I) has no "
+                          "qwen3moe layer (it has llama, qwen2, qwen3, gemma3))"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("static-cal (the static proxy rescaled by gamma layers) tried instead"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("hawq traces"), std::string::npos) << r.output;
   r = gamma("plan " + d / "pool" + " --uniform Q8_0 -o " + d / "q8.json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto plan = read_json(d / "q8.json", "gamma.plan", 1);

@@ -106,6 +106,15 @@ ActivationCache::~ActivationCache() {
 
 namespace {
 
+// Beside an F16 entry's directory: its teacher's hidden states do not fit F16.
+constexpr const char* kF16Overflow = ".f16-overflow";
+
+CalibOptions f32_options(const CalibOptions& opt) {
+  CalibOptions o = opt;
+  o.f32 = true;
+  return o;
+}
+
 // What determines the bytes of a cache entry (its key is this JSON's hash): the format, the
 // teacher, the texts' contents, the sequences and the stored type.
 Result<json> cache_settings(const Model& teacher, const std::vector<std::string>& files, int n_seq,
@@ -175,12 +184,17 @@ Status build_boundaries(const std::string& teacher_path, const CalibOptions& opt
     for (size_t i = 0; st.is_ok() && i < todo.size(); ++i) {
       const int b = todo[i];
       const auto& h = cap.hidden[size_t(b)];
-      for (float v : h)
-        if (!std::isfinite(v) || (!opt.f32 && std::fabs(v) > 65504.0f)) {
-          st = Status::errorf("teacher hidden state at layer boundary {} is {} (outside F16 range); use F32 activations",
-                              b, v);
+      for (float v : h) {
+        if (!std::isfinite(v)) {
+          st = Status::errorf("teacher hidden state at layer boundary {} is {}", b, v);
           break;
         }
+        if (!opt.f32 && std::fabs(v) > 65504.0f) {  // open_or_build starts over in F32
+          st = Status::errorf("teacher hidden state at layer boundary {} is {} (outside F16 range)", b, v);
+          if (Status m = write_file_atomic(dir + kF16Overflow, st.message()); !m.is_ok()) st = m;
+          break;
+        }
+      }
       if (!st.is_ok()) break;
       if (opt.f32) std::memcpy(buf.data(), h.data(), seq_bytes);
       else ggml_fp32_to_fp16_row(h.data(), reinterpret_cast<ggml_fp16_t*>(buf.data()), int64_t(h.size()));
@@ -246,6 +260,11 @@ Result<std::unique_ptr<ActivationCache>> ActivationCache::open_or_build(const st
   const std::string root = activation_cache_root(opt);
   const std::string dir = root + "/" + key;
 
+  // A teacher whose hidden states overflow F16 (Gemma's residual stream: 68,398 at boundary 8
+  // of Gemma-3-270M) is cached in F32; the marker, left by the first build that found it,
+  // saves later runs the forward pass that finds it again.
+  if (!opt.f32 && fs::exists(dir + kF16Overflow)) return open_or_build(teacher_path, f32_options(opt));
+
   const int L = teacher->n_layer();
   const int first = opt.first_boundary, last = opt.last_boundary < 0 ? L : opt.last_boundary;
   if (first < 0 || first > last || last > L)
@@ -268,8 +287,15 @@ Result<std::unique_ptr<ActivationCache>> ActivationCache::open_or_build(const st
     GAMMA_ASSIGN_OR_RETURN(FileLock l, FileLock::acquire(dir + ".lock"));
     lock.emplace(std::move(l));
   }
-  if (const std::vector<int> todo = missing(); !todo.empty())
-    GAMMA_RETURN_IF_ERROR(build_boundaries(teacher_path, opt, files, k, key, dir, todo, L, n_seq));
+  if (const std::vector<int> todo = missing(); !todo.empty()) {
+    Status st = build_boundaries(teacher_path, opt, files, k, key, dir, todo, L, n_seq);
+    if (!st.is_ok() && !opt.f32 && fs::exists(dir + kF16Overflow)) {
+      lock.reset();
+      fs::remove_all(dir + ".partial", ec);
+      return open_or_build(teacher_path, f32_options(opt));
+    }
+    GAMMA_RETURN_IF_ERROR(st);
+  }
 
   GAMMA_ASSIGN_OR_RETURN(json meta, read_json(dir + "/meta.json", kSchema, kVersion));
   std::unique_ptr<ActivationCache> c(new ActivationCache());

@@ -27,6 +27,31 @@ std::optional<double> get_num(gguf_context* ctx, const std::string& key) {
   }
 }
 
+// llama.cpp's per-layer sliding-window flags (llama_model_base::load_swa_pattern): an array
+// of flags, else a period n (layer il slides unless il % n == n - 1; 0: every layer), else
+// `def_period`.
+Result<std::vector<bool>> swa_pattern(gguf_context* ctx, const std::string& key, int n_layer, int def_period) {
+  std::vector<bool> swa(size_t(n_layer), false);
+  const int64_t id = gguf_find_key(ctx, key.c_str());
+  if (id >= 0 && gguf_get_kv_type(ctx, id) == GGUF_TYPE_ARRAY) {
+    const auto t = gguf_get_arr_type(ctx, id);
+    if (gguf_get_arr_n(ctx, id) < size_t(n_layer) || (t != GGUF_TYPE_BOOL && t != GGUF_TYPE_INT32 && t != GGUF_TYPE_UINT32))
+      return Status::errorf("{}: {} entries of an unsupported type", key, gguf_get_arr_n(ctx, id));
+    const void* d = gguf_get_arr_data(ctx, id);
+    for (int il = 0; il < n_layer; ++il)
+      swa[size_t(il)] = t == GGUF_TYPE_BOOL ? static_cast<const int8_t*>(d)[il] != 0 : static_cast<const int32_t*>(d)[il] != 0;
+    return swa;
+  }
+  int n = def_period;
+  if (id >= 0) {
+    auto v = get_num(ctx, key);
+    if (!v || *v < 0) return Status::errorf("{}: not a period", key);
+    n = int(*v);
+  }
+  for (int il = 0; il < n_layer; ++il) swa[size_t(il)] = n == 0 || il % n < n - 1;
+  return swa;
+}
+
 std::string get_str(gguf_context* ctx, const std::string& key, const std::string& def) {
   const int64_t id = gguf_find_key(ctx, key.c_str());
   if (id < 0 || gguf_get_kv_type(ctx, id) != GGUF_TYPE_STRING) return def;
@@ -36,15 +61,17 @@ std::string get_str(gguf_context* ctx, const std::string& key, const std::string
 }  // namespace
 
 const std::vector<std::string>& decoder_architectures() {
-  static const std::vector<std::string> archs = {"llama", "qwen2", "qwen3"};
+  static const std::vector<std::string> archs = {"llama", "qwen2", "qwen3", "gemma3"};
   return archs;
 }
 
 Status check_decoder_architecture(const std::string& arch) {
-  for (const auto& a : decoder_architectures())
+  std::string has;
+  for (const auto& a : decoder_architectures()) {
     if (a == arch) return Status::ok();
-  return Status::errorf("gamma's LibTorch decoder (HAWQ-V2, Stage I) has no {} layer (it has llama, qwen2, qwen3)",
-                        arch);
+    has += (has.empty() ? "" : ", ") + a;
+  }
+  return Status::errorf("gamma's LibTorch decoder (HAWQ-V2, Stage I) has no {} layer (it has {})", arch, has);
 }
 
 Result<HParams> read_hparams(const Model& m) {
@@ -78,7 +105,7 @@ Result<HParams> read_hparams(const Model& m) {
     return Status::errorf("{}: key/value/rope dimensions {}/{}/{} differ (unsupported)", m.path(), h.head_dim,
                           v_len, n_rot);
 
-  // llama.cpp: llama -> NORM, qwen2/qwen3 -> NEOX (llama_model_rope_type).
+  // llama.cpp: llama -> NORM, qwen2/qwen3/gemma3 -> NEOX (llama_model_rope_type).
   h.rope_type = a == "llama" ? RopeType::kNorm : RopeType::kNeox;
   h.qk_norm = a == "qwen3";
   h.rope_freq_base = float(get_num(ctx, a + ".rope.freq_base").value_or(10000.0));
@@ -93,6 +120,19 @@ Result<HParams> read_hparams(const Model& m) {
   }
   h.rope_attn_factor = float(get_num(ctx, a + ".rope.scaling.attn_factor").value_or(1.0));
   h.kq_scale = 1.0f / std::sqrt(float(h.head_dim));  // llama.cpp ignores attention.scale here
+  if (a == "gemma3") {  // llama_model_gemma3::load_arch_hparams and its graph
+    h.qk_norm = true;
+    h.post_norms = true;
+    h.ffn_act = FfnAct::kGeluTanh;
+    h.embd_scale = std::sqrt(float(h.n_embd));
+    if (h.n_layer == 62) h.kq_scale = 1.0f / std::sqrt(float(h.n_embd / h.n_head));  // 27B: gemma_pytorch's config
+    h.final_softcap = float(get_num(ctx, a + ".final_logit_softcapping").value_or(0.0));
+    h.n_swa = int64_t(get_num(ctx, a + ".attention.sliding_window").value_or(0.0));
+    if (h.n_swa > 0) {
+      GAMMA_ASSIGN_OR_RETURN(h.swa_layers, swa_pattern(ctx, a + ".attention.sliding_window_pattern", h.n_layer, 6));
+      h.rope_freq_base_swa = float(get_num(ctx, a + ".rope.freq_base_swa").value_or(10000.0));
+    }
+  }
   h.has_rope_freqs = m.find("rope_freqs.weight") >= 0;
   h.tied_embeddings = m.tied_embeddings();
 

@@ -1,5 +1,5 @@
-// The hyperparameters of a llama / qwen2 / qwen3 decoder as llama.cpp reads them from the
-// GGUF (same keys, same defaults), so the LibTorch layer computes what libllama computes.
+// The hyperparameters of a llama / qwen2 / qwen3 / gemma3 decoder as llama.cpp reads them from
+// the GGUF (same keys, same defaults), so the LibTorch layer computes what libllama computes.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,7 +11,8 @@ namespace gm {
 
 class Model;
 
-enum class RopeType { kNorm, kNeox };  // llama: adjacent pairs; qwen2/qwen3: halves (NEOX)
+enum class RopeType { kNorm, kNeox };  // llama: adjacent pairs; qwen2/qwen3/gemma3: halves (NEOX)
+enum class FfnAct { kSilu, kGeluTanh };  // the gated FFN's activation: SwiGLU, or GeGLU (gemma3)
 
 struct HParams {
   std::string arch;
@@ -28,6 +29,19 @@ struct HParams {
   bool qk_norm = false;          // qwen3: RMSNorm on q and k per head before RoPE
   bool has_rope_freqs = false;   // llama3-style rope_freqs.weight (per-dimension divisors)
   bool tied_embeddings = false;  // no output.weight: token_embd is the head
+  float final_softcap = 0;       // logits = c tanh(logits / c) when > 0 (gemma3's optional key)
+
+  // gemma3 (src/models/gemma3.cpp): token embeddings scaled by sqrt(n_embd), RMSNorm on the
+  // attention's and the FFN's outputs before each residual add, GeGLU, and sliding-window
+  // attention on the layers swa_layers marks (their own RoPE base and scale, keys visible to a
+  // query only while q - k < n_swa).
+  float embd_scale = 1.0f;
+  bool post_norms = false;
+  FfnAct ffn_act = FfnAct::kSilu;
+  int64_t n_swa = 0;
+  std::vector<bool> swa_layers;  // per layer; empty: none
+  float rope_freq_base_swa = 10000.0f, rope_freq_scale_swa = 1.0f;
+  bool is_swa(int il) const { return n_swa > 0 && il >= 0 && size_t(il) < swa_layers.size() && swa_layers[size_t(il)]; }
 
   int64_t n_embd_q() const { return n_head * head_dim; }
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }

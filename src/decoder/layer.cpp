@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 #include "gguf_model/model.h"
 
@@ -27,29 +29,44 @@ void set_compute_threads(int n) {
   at::set_num_threads(e && std::atoi(e) > 0 ? std::atoi(e) : 1);
 }
 
-Positional make_positional(const HParams& hp, int64_t n_pos, const std::vector<float>& freq_factors) {
-  // ggml_rope_cache_init: theta starts at the position and is multiplied by theta_scale
-  // per pair, in float. Recomputing theta with pow() in double would differ by up to ~1e-3
-  // rad at long positions, which is far above the 1e-4 match wanted, so copy ggml exactly.
+namespace {
+
+// ggml_rope_cache_init: theta starts at the position and is multiplied by theta_scale per
+// pair, in float. Recomputing theta with pow() in double would differ by up to ~1e-3 rad at
+// long positions, which is far above the 1e-4 match wanted, so copy ggml exactly.
+std::pair<at::Tensor, at::Tensor> rope_cache(const HParams& hp, int64_t n_pos, float base, float scale,
+                                             const std::vector<float>& freq_factors) {
   const int64_t half = hp.head_dim / 2;
-  const float theta_scale = powf(hp.rope_freq_base, -2.0f / float(hp.head_dim));
+  const float theta_scale = powf(base, -2.0f / float(hp.head_dim));
   std::vector<float> c(static_cast<size_t>(n_pos * half)), s(size_t(n_pos * half));
   for (int64_t p = 0; p < n_pos; ++p) {
     float theta = float(p);
     for (int64_t i = 0; i < half; ++i) {
       const float ff = freq_factors.empty() ? 1.0f : freq_factors[size_t(i)];
-      const float t = hp.rope_freq_scale * (theta / ff);  // rope_yarn with ext_factor 0
+      const float t = scale * (theta / ff);  // rope_yarn with ext_factor 0
       c[size_t(p * half + i)] = cosf(t) * hp.rope_attn_factor;
       s[size_t(p * half + i)] = sinf(t) * hp.rope_attn_factor;
       theta *= theta_scale;
     }
   }
+  auto opts = at::TensorOptions().dtype(at::kFloat);
+  return {at::from_blob(c.data(), {n_pos, half}, opts).clone(), at::from_blob(s.data(), {n_pos, half}, opts).clone()};
+}
+
+}  // namespace
+
+Positional make_positional(const HParams& hp, int64_t n_pos, const std::vector<float>& freq_factors) {
   Positional pos;
   pos.n_pos = n_pos;
+  std::tie(pos.cos, pos.sin) = rope_cache(hp, n_pos, hp.rope_freq_base, hp.rope_freq_scale, freq_factors);
   auto opts = at::TensorOptions().dtype(at::kFloat);
-  pos.cos = at::from_blob(c.data(), {n_pos, half}, opts).clone();
-  pos.sin = at::from_blob(s.data(), {n_pos, half}, opts).clone();
-  pos.mask = at::full({n_pos, n_pos}, -std::numeric_limits<float>::infinity(), opts).triu(1);
+  const float inf = std::numeric_limits<float>::infinity();
+  pos.mask = at::full({n_pos, n_pos}, -inf, opts).triu(1);
+  if (hp.n_swa > 0) {  // llama_hparams::is_masked_swa, STANDARD: key p0 hidden from query p1 when p1 - p0 >= n_swa
+    std::tie(pos.cos_swa, pos.sin_swa) =
+        rope_cache(hp, n_pos, hp.rope_freq_base_swa, hp.rope_freq_scale_swa, freq_factors);
+    pos.mask_swa = pos.mask + at::full({n_pos, n_pos}, -inf, opts).tril(-hp.n_swa);
+  }
   return pos;
 }
 
@@ -60,10 +77,10 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, float eps) {
 namespace {
 
 // x: [B, T, H, D]; cos/sin: [T, D/2].
-at::Tensor rope(const at::Tensor& x, const Positional& pos, RopeType type) {
+at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, RopeType type) {
   const int64_t T = x.size(1), D = x.size(3);
-  auto c = pos.cos.narrow(0, 0, T).view({T, 1, D / 2});
-  auto s = pos.sin.narrow(0, 0, T).view({T, 1, D / 2});
+  auto c = cos.narrow(0, 0, T).view({T, 1, D / 2});
+  auto s = sin.narrow(0, 0, T).view({T, 1, D / 2});
   if (type == RopeType::kNorm) {  // pairs (2i, 2i+1)
     auto xv = x.view({x.size(0), T, x.size(2), D / 2, 2});
     auto x0 = xv.select(-1, 0), x1 = xv.select(-1, 1);
@@ -86,13 +103,17 @@ at::Tensor attention(const HParams& hp, const LayerParams& lp, const Positional&
     q = rms_norm(q, lp.q_norm, hp.rms_eps);
     k = rms_norm(k, lp.k_norm, hp.rms_eps);
   }
-  q = rope(q, pos, hp.rope_type);
-  k = rope(k, pos, hp.rope_type);
+  const bool swa = lp.swa && pos.mask_swa.defined();
+  const at::Tensor& cos = swa ? pos.cos_swa : pos.cos;
+  const at::Tensor& sin = swa ? pos.sin_swa : pos.sin;
+  q = rope(q, cos, sin, hp.rope_type);
+  k = rope(k, cos, sin, hp.rope_type);
   // GQA without copying K/V: query head h uses kv head h / rep (ggml's broadcast), so group
   // the rep query heads of one kv head into the row dimension of one matmul.
   auto qg = q.permute({0, 2, 1, 3}).reshape({B, Hkv, rep * T, D});
   auto kt = k.permute({0, 2, 3, 1});  // [B, Hkv, D, T]
-  auto scores = at::matmul(qg, kt).view({B, Hkv, rep, T, T}) * hp.kq_scale + pos.mask.narrow(0, 0, T).narrow(1, 0, T);
+  auto scores = at::matmul(qg, kt).view({B, Hkv, rep, T, T}) * hp.kq_scale +
+                (swa ? pos.mask_swa : pos.mask).narrow(0, 0, T).narrow(1, 0, T);
   auto probs = at::softmax(scores, -1).view({B, Hkv, rep * T, T});
   auto o = at::matmul(probs, vv.permute({0, 2, 1, 3}));  // [B, Hkv, rep*T, D]
   return o.view({B, H, T, D}).permute({0, 2, 1, 3}).reshape({B, T, H * D});
@@ -102,16 +123,48 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
   return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
 }
 
+at::Tensor ffn_act(const HParams& hp, const at::Tensor& gate, const at::Tensor& up) {
+  if (hp.ffn_act == FfnAct::kSilu) return at::silu(gate) * up;
+  // ggml_vec_geglu_f32 (GGML_GELU_FP16): the GELU of the gate rounded to F16, looked up in an F16
+  // table, except outside [-10, 10] (0 below, the identity above). Forward exactly that; the
+  // gradient of the smooth tanh GELU (the table's step function has none).
+  auto smooth = at::gelu(gate, "tanh");
+  at::Tensor table;
+  {
+    at::NoGradGuard ng;
+    auto g16 = gate.to(at::kHalf).to(at::kFloat);
+    table = at::gelu(g16, "tanh").to(at::kHalf).to(at::kFloat);
+    table = at::where(gate <= -10.0f, at::zeros_like(gate), at::where(gate >= 10.0f, gate, table));
+  }
+  return (smooth + (table - smooth).detach()) * up;
+}
+
+at::Tensor attn_residual(const HParams& hp, const LayerParams& lp, const at::Tensor& x, const at::Tensor& o) {
+  return hp.post_norms ? x + rms_norm(o, lp.attn_post_norm, hp.rms_eps) : x + o;
+}
+
+at::Tensor ffn_residual(const HParams& hp, const LayerParams& lp, const at::Tensor& h2, const at::Tensor& f) {
+  return hp.post_norms ? h2 + rms_norm(f, lp.ffn_post_norm, hp.rms_eps) : h2 + f;
+}
+
+at::Tensor head_logits(const HParams& hp, const at::Tensor& h, const at::Tensor& out_norm, const at::Tensor& head,
+                       const at::Tensor& bias) {
+  auto out = at::linear(rms_norm(h, out_norm.view({hp.n_embd}), hp.rms_eps), head);
+  if (bias.defined()) out = out + bias.view({hp.n_vocab});
+  if (hp.final_softcap > 0) out = at::tanh(out / hp.final_softcap) * hp.final_softcap;
+  return out;
+}
+
 at::Tensor layer_forward(const HParams& hp, const LayerParams& lp, const std::array<at::Tensor, kNumLinear>& w,
                          const Positional& pos, const at::Tensor& x) {
   auto h = rms_norm(x, lp.attn_norm, hp.rms_eps);
   auto o = attention(hp, lp, pos, linear(h, w[kAttnQ], lp.bias[kAttnQ]), linear(h, w[kAttnK], lp.bias[kAttnK]),
                      linear(h, w[kAttnV], lp.bias[kAttnV]));
-  auto h2 = x + linear(o, w[kAttnOut], lp.bias[kAttnOut]);
+  auto h2 = attn_residual(hp, lp, x, linear(o, w[kAttnOut], lp.bias[kAttnOut]));
   auto f = rms_norm(h2, lp.ffn_norm, hp.rms_eps);
   auto g = linear(f, w[kFfnGate], lp.bias[kFfnGate]);
   auto u = linear(f, w[kFfnUp], lp.bias[kFfnUp]);
-  return h2 + linear(at::silu(g) * u, w[kFfnDown], lp.bias[kFfnDown]);
+  return ffn_residual(hp, lp, h2, linear(ffn_act(hp, g, u), w[kFfnDown], lp.bias[kFfnDown]));
 }
 
 Result<at::Tensor> read_tensor(const Model& m, const std::string& name) {
@@ -154,6 +207,11 @@ Result<LayerParams> TorchDecoder::layer_params(int il) const {
     GAMMA_RETURN_IF_ERROR(need("attn_q_norm.weight", hp_.head_dim, lp.q_norm));
     GAMMA_RETURN_IF_ERROR(need("attn_k_norm.weight", hp_.head_dim, lp.k_norm));
   }
+  if (hp_.post_norms) {
+    GAMMA_RETURN_IF_ERROR(need("post_attention_norm.weight", hp_.n_embd, lp.attn_post_norm));
+    GAMMA_RETURN_IF_ERROR(need("post_ffw_norm.weight", hp_.n_embd, lp.ffn_post_norm));
+  }
+  lp.swa = hp_.is_swa(il);
   const int64_t out[kNumLinear] = {hp_.n_embd_q(), hp_.n_embd_kv(), hp_.n_embd_kv(), hp_.n_embd,
                                    hp_.n_ff, hp_.n_ff, hp_.n_embd};
   for (int k = 0; k < kNumLinear; ++k)
@@ -184,18 +242,18 @@ Result<at::Tensor> TorchDecoder::embed(const std::vector<int32_t>& tokens) const
   for (int64_t t : ids)
     if (t < 0 || t >= hp_.n_vocab) return Status::errorf("token id {} outside the vocabulary ({})", t, hp_.n_vocab);
   auto idx = at::from_blob(ids.data(), {int64_t(ids.size())}, at::TensorOptions().dtype(at::kLong)).clone();
-  return emb.index_select(0, idx);
+  auto e = emb.index_select(0, idx);
+  return hp_.embd_scale == 1.0f ? e : e * hp_.embd_scale;
 }
 
 Result<at::Tensor> TorchDecoder::logits(const at::Tensor& h) const {
   GAMMA_ASSIGN_OR_RETURN(auto norm, read_tensor(*model_, "output_norm.weight"));
   GAMMA_ASSIGN_OR_RETURN(auto head, read_tensor(*model_, hp_.tied_embeddings ? "token_embd.weight" : "output.weight"));
-  auto out = at::linear(rms_norm(h, norm.view({hp_.n_embd}), hp_.rms_eps), head);
+  at::Tensor bias;
   if (model_->find("output.bias") >= 0) {
-    GAMMA_ASSIGN_OR_RETURN(auto b, read_tensor(*model_, "output.bias"));
-    out = out + b.view({hp_.n_vocab});
+    GAMMA_ASSIGN_OR_RETURN(bias, read_tensor(*model_, "output.bias"));
   }
-  return out;
+  return head_logits(hp_, h, norm, head, bias);
 }
 
 }  // namespace gm

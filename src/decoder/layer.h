@@ -1,7 +1,7 @@
-// The FP decoder layer of llama / qwen2 / qwen3 in LibTorch, computing what libllama's graph
-// computes (src/models/{llama,qwen2,qwen3}.cpp): RMSNorm, q/k/v (+bias), QK-norm (qwen3),
-// RoPE with ggml's own cos/sin table, GQA causal attention, o, residual, RMSNorm, SwiGLU,
-// residual. Linear weights are passed in, so Stage I can pass mixed weights that require
+// The FP decoder layer of llama / qwen2 / qwen3 / gemma3 in LibTorch, computing what libllama's
+// graph computes (src/models/{llama,qwen2,qwen3,gemma3}.cpp): RMSNorm, q/k/v (+bias), QK-norm
+// (qwen3, gemma3), RoPE with ggml's own cos/sin table, GQA causal attention (sliding-window on
+// gemma3's local layers), o, [RMSNorm,] residual, RMSNorm, SwiGLU or GeGLU, [RMSNorm,] residual. Linear weights are passed in, so Stage I can pass mixed weights that require
 // grad. This header pulls in ATen: include it only from the few .cpp files that need it.
 #pragma once
 #include <array>
@@ -25,14 +25,18 @@ int linear_kind_index(const std::string& kind);  // -1 if not one of the seven
 // Everything of one layer except the linear weights.
 struct LayerParams {
   at::Tensor attn_norm, ffn_norm;      // [n_embd]
-  at::Tensor q_norm, k_norm;           // [head_dim], qwen3 only
+  at::Tensor q_norm, k_norm;           // [head_dim], qwen3 and gemma3
+  at::Tensor attn_post_norm, ffn_post_norm;  // [n_embd], gemma3 only
+  bool swa = false;                    // gemma3's local layers: sliding window, their own RoPE
   std::array<at::Tensor, kNumLinear> bias;  // [out] or undefined (qwen2 has q/k/v biases)
 };
 
-// RoPE cos/sin ([T, head_dim/2], built exactly as ggml's rope cache) and the causal mask.
+// RoPE cos/sin ([T, head_dim/2], built exactly as ggml's rope cache) and the causal mask;
+// the same for the sliding-window layers when the model has them.
 struct Positional {
   int64_t n_pos = 0;
   at::Tensor cos, sin, mask;
+  at::Tensor cos_swa, sin_swa, mask_swa;
 };
 Positional make_positional(const HParams& hp, int64_t n_pos, const std::vector<float>& freq_factors);
 
@@ -45,6 +49,16 @@ at::Tensor layer_forward(const HParams& hp, const LayerParams& lp, const std::ar
 // k and v [B, T, n_embd_kv] (with their biases) -> attn_output's input [B, T, n_embd_q].
 at::Tensor attention(const HParams& hp, const LayerParams& lp, const Positional& pos, at::Tensor q, at::Tensor k,
                      const at::Tensor& v);
+// The gated FFN's activation: silu(gate) * up, or gemma3's gelu(gate) * up as ggml computes it
+// (its GELU goes through an F16 table; the gradient is the smooth GELU's).
+at::Tensor ffn_act(const HParams& hp, const at::Tensor& gate, const at::Tensor& up);
+// The residual adds after attn_output (x + o) and after ffn_down (h2 + f), with gemma3's
+// post-norms on o and f.
+at::Tensor attn_residual(const HParams& hp, const LayerParams& lp, const at::Tensor& x, const at::Tensor& o);
+at::Tensor ffn_residual(const HParams& hp, const LayerParams& lp, const at::Tensor& h2, const at::Tensor& f);
+// The head on the last hidden state: output_norm, the output matrix (+bias), gemma3's softcap.
+at::Tensor head_logits(const HParams& hp, const at::Tensor& h, const at::Tensor& out_norm, const at::Tensor& head,
+                       const at::Tensor& bias);
 // x W^T + b (b may be undefined).
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
 

@@ -43,7 +43,10 @@ bool LlamaRunner::eval_cb(ggml_tensor* t, bool ask, void* user) {
   int boundary = -1;
   // The token embeddings: the get_rows of token_embd (the node named inp_embd is only the
   // input for vector embeddings and is not computed on the token path).
-  if (t->op == GGML_OP_GET_ROWS && t->src[0] && std::strcmp(t->src[0]->name, "token_embd.weight") == 0) {
+  // Gemma's graphs scale them by sqrt(n_embd) into the node inp_scaled, computed after the
+  // get_rows: that overwrites boundary 0, so it holds the first layer's input either way.
+  if ((t->op == GGML_OP_GET_ROWS && t->src[0] && std::strcmp(t->src[0]->name, "token_embd.weight") == 0) ||
+      std::strcmp(name, "inp_scaled") == 0) {
     boundary = 0;
   } else if (std::strncmp(name, "l_out-", 6) == 0) {
     boundary = std::atoi(name + 6) + 1;
@@ -56,9 +59,9 @@ bool LlamaRunner::eval_cb(ggml_tensor* t, bool ask, void* user) {
     return true;
   }
   auto& dst = self->cap_->hidden[size_t(boundary)];
+  if (dst.empty()) ++self->captured_;
   dst.resize(size_t(self->n_embd_ * self->cap_tokens_));
   ggml_backend_tensor_get(t, dst.data(), 0, dst.size() * sizeof(float));
-  ++self->captured_;
   return true;
 }
 

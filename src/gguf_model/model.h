@@ -25,7 +25,7 @@ struct TensorInfo {
   int64_t n_rows() const { return n_elements() / (row_width() ? row_width() : 1); }
 };
 
-// The seven linear kinds of a llama/qwen2/qwen3 decoder layer, in llama.cpp tensor names (the
+// The seven linear kinds of a llama/qwen2/qwen3/gemma3 decoder layer, in llama.cpp tensor names (the
 // report's heatmaps; other architectures have other kinds: attn_qkv, ffn_up_exps, ...).
 extern const char* const kLinearKinds[7];  // attn_q attn_k attn_v attn_output ffn_gate ffn_up ffn_down
 

@@ -204,7 +204,7 @@ Status LayerStep::begin_visit(int il, const std::array<ModuleMix, 7>& mods, cons
   auto h = rms_norm(v.x, lp.attn_norm, hp.rms_eps);
   auto o = attention(hp, lp, im.pos, linear(h, tw[kAttnQ], lp.bias[kAttnQ]), linear(h, tw[kAttnK], lp.bias[kAttnK]),
                      linear(h, tw[kAttnV], lp.bias[kAttnV]));
-  v.h2 = v.x + linear(o, tw[kAttnOut], lp.bias[kAttnOut]);
+  v.h2 = attn_residual(hp, lp, v.x, linear(o, tw[kAttnOut], lp.bias[kAttnOut]));
   auto f = rms_norm(v.h2, lp.ffn_norm, hp.rms_eps).view({N, hp.n_embd});
   h = h.view({N, hp.n_embd});
   for (int k = 0; k < kNumLinear; ++k) {
@@ -274,8 +274,8 @@ Result<double> LayerStep::visit_step(int il, std::array<ModuleMix, 7>& mods, int
   GAMMA_RETURN_IF_ERROR(mix_cached(v, lp, mods, r0, n, T, backward, p, y));
   auto x = v.x.narrow(0, r0, n), h2t = v.h2.narrow(0, r0, n), yt = v.y.narrow(0, r0, n);
   auto o = attention(hp, lp, im.pos, y[kAttnQ], y[kAttnK], y[kAttnV]);
-  auto h2 = x + linear(o, lw.w[kAttnOut], lp.bias[kAttnOut]);
-  auto ffn = h2t + linear(at::silu(y[kFfnGate]) * y[kFfnUp], lw.w[kFfnDown], lp.bias[kFfnDown]);
+  auto h2 = attn_residual(hp, lp, x, linear(o, lw.w[kAttnOut], lp.bias[kAttnOut]));
+  auto ffn = ffn_residual(hp, lp, h2t, linear(ffn_act(hp, y[kFfnGate], y[kFfnUp]), lw.w[kFfnDown], lp.bias[kFfnDown]));
   const at::Tensor wh2 = im.loss_weights(h2t), wy = im.loss_weights(yt);
   auto mse = sq_err(h2, h2t, wh2) + sq_err(ffn, yt, wy);
   if (!backward) return mse.item<double>();
@@ -310,12 +310,14 @@ Status LayerStep::visit_deltas(int il, const std::array<ModuleMix, 7>& mods_in, 
   const at::Tensor wh2 = im.loss_weights(h2t), wy = im.loss_weights(yt);
   // The step's own outputs: the attention block's (h2) and the FFN's.
   auto h2_of = [&](const std::array<at::Tensor, kNumLinear>& q, const at::Tensor& wo) {
-    return x + linear(attention(hp, lp, im.pos, q[kAttnQ], q[kAttnK], q[kAttnV]), wo, lp.bias[kAttnOut]);
+    return attn_residual(hp, lp, x, linear(attention(hp, lp, im.pos, q[kAttnQ], q[kAttnK], q[kAttnV]), wo, lp.bias[kAttnOut]));
   };
-  auto ffn_of = [&](const at::Tensor& act, const at::Tensor& wd) { return h2t + linear(act, wd, lp.bias[kFfnDown]); };
+  auto ffn_of = [&](const at::Tensor& act, const at::Tensor& wd) {
+    return ffn_residual(hp, lp, h2t, linear(act, wd, lp.bias[kFfnDown]));
+  };
   const auto o = attention(hp, lp, im.pos, y[kAttnQ], y[kAttnK], y[kAttnV]);
-  const auto h2 = x + linear(o, lw.w[kAttnOut], lp.bias[kAttnOut]);
-  const auto act = at::silu(y[kFfnGate]) * y[kFfnUp];
+  const auto h2 = attn_residual(hp, lp, x, linear(o, lw.w[kAttnOut], lp.bias[kAttnOut]));
+  const auto act = ffn_act(hp, y[kFfnGate], y[kFfnUp]);
   const auto ffn = ffn_of(act, lw.w[kFfnDown]);
   for (int k = 0; k < kNumLinear; ++k) {
     const auto& m = mods[size_t(k)];
@@ -324,7 +326,7 @@ Status LayerStep::visit_deltas(int il, const std::array<ModuleMix, 7>& mods_in, 
     for (size_t b = 0; b < m.cands.size(); ++b) {
       if (!cached_kind(k)) {  // attn_output, ffn_down: the candidate's weight
         const at::Tensor& wb = lw.cands[size_t(k)][b];
-        d[b] = k == kAttnOut ? mse_change(x + linear(o, wb, lp.bias[kAttnOut]), h2, h2t, wh2)
+        d[b] = k == kAttnOut ? mse_change(attn_residual(hp, lp, x, linear(o, wb, lp.bias[kAttnOut])), h2, h2t, wh2)
                              : mse_change(ffn_of(act, wb), ffn, yt, wy);
         continue;
       }
@@ -333,7 +335,7 @@ Status LayerStep::visit_deltas(int il, const std::array<ModuleMix, 7>& mods_in, 
       if (lp.bias[size_t(k)].defined()) alt[size_t(k)] = alt[size_t(k)] + lp.bias[size_t(k)];
       alt[size_t(k)] = alt[size_t(k)].view({n, T, -1});
       d[b] = k <= kAttnV ? mse_change(h2_of(alt, lw.w[kAttnOut]), h2, h2t, wh2)
-                         : mse_change(ffn_of(at::silu(alt[kFfnGate]) * alt[kFfnUp], lw.w[kFfnDown]), ffn, yt, wy);
+                         : mse_change(ffn_of(ffn_act(hp, alt[kFfnGate], alt[kFfnUp]), lw.w[kFfnDown]), ffn, yt, wy);
     }
   }
   return Status::ok();
@@ -386,10 +388,7 @@ Result<double> LayerStep::head_kl(const float* h, const float* h_teacher, float*
       GAMMA_ASSIGN_OR_RETURN(im.head_bias, read_tensor(m, "output.bias"));
     }
   }
-  auto logits = [&](const at::Tensor& x) {
-    auto o = at::linear(rms_norm(x, im.out_norm.view({hp.n_embd}), hp.rms_eps), im.head);
-    return im.head_bias.defined() ? o + im.head_bias.view({hp.n_vocab}) : o;
-  };
+  auto logits = [&](const at::Tensor& x) { return head_logits(hp, x, im.out_norm, im.head, im.head_bias); };
   const int64_t N = int64_t(n_seq) * im.seq_len;
   at::Tensor log_q;
   {

@@ -70,13 +70,17 @@ Result<std::string> pool_only(Env& e, const Manifest& preview, const std::vector
   GAMMA_ASSIGN_OR_RETURN(scores::Scores st, scores::Scores::from_manifest(man));
   GAMMA_ASSIGN_OR_RETURN(auto stat, solve::Allocator::create(man, st, {}));
   GAMMA_ASSIGN_OR_RETURN(Range range, feasible_range(man));
+  // HAWQ-V2's plans here keep the default head; below the smallest file it allows (only a
+  // cheaper head makes those: Qwen2.5-0.5B's tied embedding, 57 MiB lighter) every module is at
+  // its lightest candidate already, which is that smallest file's plan.
+  const uint64_t lo = std::max(range.min, stat.min_file_bytes());
   std::vector<uint64_t> at;
   for (uint64_t s : sizes.empty() ? std::vector<uint64_t>{0} : sizes) {
     GAMMA_ASSIGN_OR_RETURN(uint64_t b, budget_bytes(o, stat, s));
-    at.push_back(std::clamp(b, range.min, range.max));
+    at.push_back(std::clamp(b, lo, range.max));
     GAMMA_ASSIGN_OR_RETURN(std::vector<uint64_t> mixes, compared_mix_sizes(e, b));
     for (uint64_t m : mixes)
-      if (m >= range.min && m <= range.max) at.push_back(m);
+      if (m >= range.min && m <= range.max) at.push_back(std::max(m, lo));
   }
   GAMMA_ASSIGN_OR_RETURN(auto window, solve::candidate_window(man, hawq, at, o.pool_window));
   // The source's own type too: its bytes are copied, not quantized (seconds), and gamma layers
