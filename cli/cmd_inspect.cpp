@@ -12,6 +12,9 @@
 #include "pool/type_table.h"
 #include "util/json.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 namespace gm::cli {
 namespace {
 
@@ -24,7 +27,8 @@ void print_architectures(bool as_json) {
   for (const auto& a : llama_architectures()) {
     std::vector<std::string> s;
     if (a.has_model) s = {"static", "static-cal"};
-    if (a.has_model && std::find(dec.begin(), dec.end(), a.name) != dec.end()) s = {"static", "static-cal", "hawq", "gamma"};
+    if (a.has_model && check_decoder_architecture(a.name).is_ok()) s.push_back("hawq");
+    if (a.has_model && check_stage1_architecture(a.name).is_ok()) s.push_back("gamma");
     rows.push_back({{"architecture", a.name}, {"llama_cpp_model", a.has_model}, {"scorers", s}});
   }
   if (as_json) {
@@ -39,8 +43,8 @@ void print_architectures(bool as_json) {
                 sc.empty() ? "(llama.cpp has no model for it)" : sc.c_str());
     n += !sc.empty();
   }
-  std::printf("%d of %zu architectures: every stage but HAWQ-V2 and Stage I through libllama; those two for %zu\n", n,
-              rows.size(), dec.size());
+  std::printf("%d of %zu architectures: every stage but HAWQ-V2 and Stage I through libllama; HAWQ-V2 for %zu (%s), Stage I for the dense ones\n",
+              n, rows.size(), dec.size(), fmt::format("{}", fmt::join(dec, ", ")).c_str());
 }
 
 void add_inspect(CLI::App& app) {

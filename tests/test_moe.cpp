@@ -1,13 +1,22 @@
 // Architectures beyond llama: linear modules found by llama.cpp's own quantization rule (fused
 // attn_qkv, MoE experts as 3-D tensors, shared experts; routers and norms left alone), and a
 // MoE model end to end: a small random-weight qwen3moe GGUF written here (stories260K's
-// tokenizer), its per-expert imatrix from llama-imatrix, pooled, planned with its experts and
-// its attention at different types, emitted, the experts' bytes equal to llama-quantize's for
-// the same recipe and imatrix, and run by llama-perplexity.
+// tokenizer), its per-expert imatrix from llama-imatrix, pooled, gamma's LibTorch MoE layer
+// equal to libllama's, HAWQ-V2 on it, solved with its experts and its attention at different
+// types, emitted, the experts' bytes equal to llama-quantize's for the same recipe and imatrix,
+// and run by llama-perplexity.
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <regex>
+#include <set>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "decoder/hparams.h"
+#include "decoder/verify.h"
 #include "gguf.h"
 #include "gguf_model/model.h"
 #include "gguf_model/writer.h"
@@ -149,17 +158,58 @@ TEST(Moe, PoolPlanEmitExpertsAndAttentionAtTheirOwnTypesRunsInLlamaCpp) {
   ASSERT_EQ(est_table["types"].size(), 2u);
   for (size_t i = 0; i < 2; ++i)
     EXPECT_DOUBLE_EQ(est_table["types"][i]["rel_err_mean"].get<double>(), pool_table["types"][i]["rel_err_mean"].get<double>());
-  // gamma run keeps the scorers the architecture allows and says which it skipped (gamma's
-  // LibTorch decoder has no MoE layer): gamma layers measures through libllama instead.
+  // gamma's LibTorch MoE layer computes what libllama's does: router softmax, top-2 of 4,
+  // renormalized weights, each expert's SwiGLU on its tokens.
+  std::vector<int32_t> toks(64);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = int32_t(1 + (i * 37) % 500);
+  auto v = verify_against_llama(moe, toks, 2);
+  ASSERT_TRUE(v.is_ok()) << v.status().message();
+  std::printf("[qwen3moe] %s\n", v->to_json().dump().c_str());
+  for (size_t il = 0; il < v->layer_rel_err.size(); ++il) {
+    EXPECT_LT(v->layer_rel_err[il], 1e-4) << "layer " << il;
+    EXPECT_LT(v->layer_max_err[il], 1e-4) << "layer " << il;
+  }
+  EXPECT_LT(v->logit_rel_err, 1e-4);
+  // A wrong routing fails that match: top-1, or the weights not renormalized.
+  for (const auto& tweak : std::vector<std::function<void(HParams&)>>{[](HParams& h) { h.n_expert_used = 1; },
+                                                                       [](HParams& h) { h.expert_norm = false; }}) {
+    auto w = verify_against_llama(moe, toks, 2, tweak);
+    ASSERT_TRUE(w.is_ok()) << w.status().message();
+    EXPECT_GT(*std::max_element(w->layer_rel_err.begin(), w->layer_rel_err.end()), 1e-3);
+  }
+  // HAWQ-V2 scores the experts through it; `gamma solve` on those scores gives the experts and
+  // the attention their own types, and emit writes them.
+  r = gamma("hawq " + d / "pool" + " --teacher " + moe + " --samples 2 --seqs 2 --calib-tokens 128 --seq-len 64 -t 2 -q" +
+            " --cache-dir " + d / "acts" + " -o " + d / "hawq.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json hawq = read_json(d / "hawq.json", "gamma.scores", 1).value();
+  for (int l = 0; l < kLayers; ++l)
+    for (const char* k : {"attn_q", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"})
+      EXPECT_GT(hawq["modules"]["blk." + std::to_string(l) + "." + k + ".weight"]["hessian_trace"].get<double>(), 0) << k;
+  r = gamma("solve " + d / "pool" + " --scores " + d / "hawq.json" + " --bpw 6 -o " + d / "solved.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto solved = read_json(d / "solved.json", "gamma.plan", 1);
+  ASSERT_TRUE(solved.is_ok()) << solved.status().message();
+  std::set<std::string> expert_types, attn_types;
+  for (const auto& [name, id] : (*solved)["modules"].items())
+    (name.find("_exps") != std::string::npos ? expert_types : attn_types).insert(id.get<std::string>());
+  EXPECT_NE(expert_types, attn_types) << (*solved).dump();
+  std::printf("[solved at 6 bpw] experts %s, attention %s\n", fmt::format("{}", fmt::join(expert_types, ",")).c_str(),
+              fmt::format("{}", fmt::join(attn_types, ",")).c_str());
+  r = gamma("emit " + d / "pool" + " " + d / "solved.json" + " -o " + d / "solved.gguf");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto sf = Model::open(d / "solved.gguf");
+  ASSERT_TRUE(sf.is_ok()) << sf.status().message();
+  for (const auto& lm : (*sf)->linear())
+    EXPECT_EQ(type_name((*sf)->tensors()[lm.tensor].type), (*solved)["modules"][lm.name].get<std::string>()) << lm.name;
+  // gamma run keeps the scorers the architecture allows and says which it skipped (Stage I has
+  // no MoE layer): HAWQ-V2 is the measuring one.
   r = gamma("run " + moe + " --dry-run --bpw 6 -w " + d / "w");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("== scorers: hawq, gamma skipped (gamma's LibTorch decoder (HAWQ-V2, Stage I) has no "
-                          "qwen3moe layer (it has llama, qwen2, qwen3, gemma3))"),
+  EXPECT_NE(r.output.find("== scorers: gamma skipped (Stage I has no MoE layer yet (qwen3moe: HAWQ-V2 scores its experts))"),
             std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("static-cal (the static proxy rescaled by gamma layers) tried instead"), std::string::npos)
-      << r.output;
-  EXPECT_EQ(r.output.find("hawq traces"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("hawq traces"), std::string::npos) << r.output;
   r = gamma("plan " + d / "pool" + " --uniform Q8_0 -o " + d / "q8.json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto plan = read_json(d / "q8.json", "gamma.plan", 1);
@@ -233,6 +283,8 @@ TEST(Architectures, EveryOneLlamaCppListsOpensOrIsRefusedInOneLine) {
   EXPECT_GT(opened, 100);
   auto r = gamma("inspect --architectures");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("qwen3moe             static,static-cal\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("qwen3moe             static,static-cal,hawq\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("qwen2                static,static-cal,hawq,gamma\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("gemma3               static,static-cal,hawq,gamma\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("qwen2moe             static,static-cal\n"), std::string::npos) << r.output;
 }

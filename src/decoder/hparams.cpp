@@ -61,9 +61,13 @@ std::string get_str(gguf_context* ctx, const std::string& key, const std::string
 }  // namespace
 
 const std::vector<std::string>& decoder_architectures() {
-  static const std::vector<std::string> archs = {"llama", "qwen2", "qwen3", "gemma3"};
+  static const std::vector<std::string> archs = {"llama", "qwen2", "qwen3", "gemma3", "qwen3moe"};
   return archs;
 }
+
+namespace {
+bool is_moe_architecture(const std::string& arch) { return arch == "qwen3moe"; }
+}  // namespace
 
 Status check_decoder_architecture(const std::string& arch) {
   std::string has;
@@ -72,6 +76,13 @@ Status check_decoder_architecture(const std::string& arch) {
     has += (has.empty() ? "" : ", ") + a;
   }
   return Status::errorf("gamma's LibTorch decoder (HAWQ-V2, Stage I) has no {} layer (it has {})", arch, has);
+}
+
+Status check_stage1_architecture(const std::string& arch) {
+  GAMMA_RETURN_IF_ERROR(check_decoder_architecture(arch));
+  if (is_moe_architecture(arch))
+    return Status::errorf("Stage I has no MoE layer yet ({}: HAWQ-V2 scores its experts)", arch);
+  return Status::ok();
 }
 
 Result<HParams> read_hparams(const Model& m) {
@@ -105,9 +116,21 @@ Result<HParams> read_hparams(const Model& m) {
     return Status::errorf("{}: key/value/rope dimensions {}/{}/{} differ (unsupported)", m.path(), h.head_dim,
                           v_len, n_rot);
 
-  // llama.cpp: llama -> NORM, qwen2/qwen3/gemma3 -> NEOX (llama_model_rope_type).
+  // llama.cpp: llama -> NORM, qwen2/qwen3/gemma3/qwen3moe -> NEOX (llama_model_rope_type).
   h.rope_type = a == "llama" ? RopeType::kNorm : RopeType::kNeox;
-  h.qk_norm = a == "qwen3";
+  h.qk_norm = a == "qwen3" || a == "qwen3moe";
+  if (is_moe_architecture(a)) {  // llama_model_qwen3moe: build_moe_ffn(..., SILU, norm_w true, expert_weights_scale, SOFTMAX)
+    GAMMA_ASSIGN_OR_RETURN(double ne, need("expert_count"));
+    GAMMA_ASSIGN_OR_RETURN(double nu, need("expert_used_count"));
+    h.n_expert = int64_t(ne);
+    h.n_expert_used = int64_t(nu);
+    h.n_ff_exp = int64_t(get_num(ctx, a + ".expert_feed_forward_length").value_or(double(h.n_ff)));
+    h.expert_norm = true;
+    h.expert_scale = float(get_num(ctx, a + ".expert_weights_scale").value_or(0.0));
+    if (h.n_expert <= 0 || h.n_expert_used <= 0 || h.n_expert_used > h.n_expert || h.n_ff_exp <= 0)
+      return Status::errorf("{}: bad expert counts {} used of {} (width {})", m.path(), h.n_expert_used, h.n_expert,
+                            h.n_ff_exp);
+  }
   h.rope_freq_base = float(get_num(ctx, a + ".rope.freq_base").value_or(10000.0));
   const std::string scaling = get_str(ctx, a + ".rope.scaling.type", "linear");
   float factor = float(get_num(ctx, a + ".rope.scaling.factor").value_or(get_num(ctx, a + ".rope.scale_linear").value_or(0.0)));

@@ -43,6 +43,15 @@ struct HParams {
   float rope_freq_base_swa = 10000.0f, rope_freq_scale_swa = 1.0f;
   bool is_swa(int il) const { return n_swa > 0 && il >= 0 && size_t(il) < swa_layers.size() && swa_layers[size_t(il)]; }
 
+  // qwen3moe (src/models/qwen3moe.cpp, llm_graph_context::build_moe_ffn): the FFN is n_expert
+  // SwiGLU experts of width n_ff_exp (ffn_{gate,up,down}_exps, 3-D), a router (ffn_gate_inp)
+  // whose softmax picks n_expert_used per token, their weights renormalized to sum 1
+  // (expert_norm) and scaled by expert_scale (0: not).
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
+  bool expert_norm = false;
+  float expert_scale = 0;
+  bool moe() const { return n_expert > 0; }
+
   int64_t n_embd_q() const { return n_head * head_dim; }
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }
 };
@@ -52,6 +61,10 @@ struct HParams {
 const std::vector<std::string>& decoder_architectures();
 // ok, or one line naming the architecture and the ones the decoder has.
 Status check_decoder_architecture(const std::string& arch);
+// Stage I's architectures: the decoder's but the MoE ones. Its sublayer visits cache every
+// candidate's gate/up output for all tokens, which routed experts do not fit; HAWQ-V2 goes
+// through the whole layer and covers them.
+Status check_stage1_architecture(const std::string& arch);
 
 // Fails (one line) on an architecture the decoder lacks, missing keys, unsupported RoPE scaling
 // (yarn, longrope) or shapes that do not fit together.

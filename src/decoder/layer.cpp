@@ -10,14 +10,21 @@
 #include <tuple>
 #include <utility>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "gguf_model/model.h"
 
 namespace gm {
 
 int linear_kind_index(const std::string& kind) {
   for (int k = 0; k < kNumLinear; ++k)
-    if (kind == kLinearKinds[k]) return k;
+    if (kind == kLinearKinds[k] || (k >= kFfnGate && kind == std::string(kLinearKinds[k]) + "_exps")) return k;
   return -1;
+}
+
+std::string linear_kind_name(const HParams& hp, int k) {
+  return std::string(kLinearKinds[k]) + (hp.moe() && k >= kFfnGate ? "_exps" : "");
 }
 
 void set_compute_threads(int n) {
@@ -155,6 +162,43 @@ at::Tensor head_logits(const HParams& hp, const at::Tensor& h, const at::Tensor&
   return out;
 }
 
+namespace {
+
+// build_moe_ffn with softmax gating: probs = softmax(router f); the top n_expert_used of each
+// token (ggml_argsort_top_k); their probs renormalized (sum clamped at 2^-14) and scaled; each
+// expert's SwiGLU on the tokens routed to it, weighted, summed. Sparse: an expert computes only
+// its tokens, as mul_mat_id does.
+at::Tensor moe_ffn(const HParams& hp, const LayerParams& lp, const at::Tensor& gate, const at::Tensor& up,
+                   const at::Tensor& down, const at::Tensor& f) {
+  const auto shape = f.sizes().vec();
+  auto x = f.reshape({-1, hp.n_embd});  // [N, n_embd]
+  auto probs = at::softmax(at::linear(x, lp.router), -1);  // [N, n_expert]
+  auto top = probs.topk(hp.n_expert_used, -1);
+  at::Tensor wsel = std::get<0>(top), sel = std::get<1>(top);  // [N, used]
+  if (hp.expert_norm) wsel = wsel / wsel.sum(-1, /*keepdim=*/true).clamp_min(6.103515625e-5);
+  if (hp.expert_scale != 0.0f && hp.expert_scale != 1.0f) wsel = wsel * hp.expert_scale;
+  auto out = at::zeros_like(x);
+  for (int64_t e = 0; e < hp.n_expert; ++e) {
+    auto hit = (sel == e).nonzero();  // [n_e, 2]: (token, slot)
+    if (hit.size(0) == 0) continue;
+    auto tok = hit.select(1, 0), slot = hit.select(1, 1);
+    auto xe = x.index_select(0, tok);
+    auto a = ffn_act(hp, at::linear(xe, gate.select(0, e)), at::linear(xe, up.select(0, e)));
+    auto ye = at::linear(a, down.select(0, e)) * wsel.index({tok, slot}).unsqueeze(1);
+    out = out.index_add(0, tok, ye);
+  }
+  return out.view(shape);
+}
+
+}  // namespace
+
+at::Tensor ffn(const HParams& hp, const LayerParams& lp, const at::Tensor& gate, const at::Tensor& up,
+               const at::Tensor& down, const at::Tensor& f) {
+  if (hp.moe()) return moe_ffn(hp, lp, gate, up, down, f);
+  return linear(ffn_act(hp, linear(f, gate, lp.bias[kFfnGate]), linear(f, up, lp.bias[kFfnUp])), down,
+                lp.bias[kFfnDown]);
+}
+
 at::Tensor layer_forward(const HParams& hp, const LayerParams& lp, const std::array<at::Tensor, kNumLinear>& w,
                          const Positional& pos, const at::Tensor& x) {
   auto h = rms_norm(x, lp.attn_norm, hp.rms_eps);
@@ -162,9 +206,7 @@ at::Tensor layer_forward(const HParams& hp, const LayerParams& lp, const std::ar
                      linear(h, w[kAttnV], lp.bias[kAttnV]));
   auto h2 = attn_residual(hp, lp, x, linear(o, w[kAttnOut], lp.bias[kAttnOut]));
   auto f = rms_norm(h2, lp.ffn_norm, hp.rms_eps);
-  auto g = linear(f, w[kFfnGate], lp.bias[kFfnGate]);
-  auto u = linear(f, w[kFfnUp], lp.bias[kFfnUp]);
-  return ffn_residual(hp, lp, h2, linear(ffn_act(hp, g, u), w[kFfnDown], lp.bias[kFfnDown]));
+  return ffn_residual(hp, lp, h2, ffn(hp, lp, w[kFfnGate], w[kFfnUp], w[kFfnDown], f));
 }
 
 Result<at::Tensor> read_tensor(const Model& m, const std::string& name) {
@@ -212,6 +254,10 @@ Result<LayerParams> TorchDecoder::layer_params(int il) const {
     GAMMA_RETURN_IF_ERROR(need("post_ffw_norm.weight", hp_.n_embd, lp.ffn_post_norm));
   }
   lp.swa = hp_.is_swa(il);
+  if (hp_.moe()) {
+    GAMMA_RETURN_IF_ERROR(need("ffn_gate_inp.weight", hp_.n_expert * hp_.n_embd, lp.router));
+    lp.router = lp.router.view({hp_.n_expert, hp_.n_embd});
+  }
   const int64_t out[kNumLinear] = {hp_.n_embd_q(), hp_.n_embd_kv(), hp_.n_embd_kv(), hp_.n_embd,
                                    hp_.n_ff, hp_.n_ff, hp_.n_embd};
   for (int k = 0; k < kNumLinear; ++k)
@@ -222,16 +268,17 @@ Result<LayerParams> TorchDecoder::layer_params(int il) const {
 
 Result<std::array<at::Tensor, kNumLinear>> TorchDecoder::layer_weights(int il) const {
   std::array<at::Tensor, kNumLinear> w;
-  const int64_t out[kNumLinear] = {hp_.n_embd_q(), hp_.n_embd_kv(), hp_.n_embd_kv(), hp_.n_embd,
-                                   hp_.n_ff, hp_.n_ff, hp_.n_embd};
-  const int64_t in[kNumLinear] = {hp_.n_embd, hp_.n_embd, hp_.n_embd, hp_.n_embd_q(),
-                                  hp_.n_embd, hp_.n_embd, hp_.n_ff};
+  const int64_t ff = hp_.moe() ? hp_.n_ff_exp : hp_.n_ff;
+  const int64_t out[kNumLinear] = {hp_.n_embd_q(), hp_.n_embd_kv(), hp_.n_embd_kv(), hp_.n_embd, ff, ff, hp_.n_embd};
+  const int64_t in[kNumLinear] = {hp_.n_embd, hp_.n_embd, hp_.n_embd, hp_.n_embd_q(), hp_.n_embd, hp_.n_embd, ff};
   for (int k = 0; k < kNumLinear; ++k) {
-    const std::string name = "blk." + std::to_string(il) + "." + kLinearKinds[k] + ".weight";
+    const std::string name = "blk." + std::to_string(il) + "." + linear_kind_name(hp_, k) + ".weight";
     GAMMA_ASSIGN_OR_RETURN(w[size_t(k)], read_tensor(*model_, name));
-    if (w[size_t(k)].dim() != 2 || w[size_t(k)].size(0) != out[k] || w[size_t(k)].size(1) != in[k])
-      return Status::errorf("{}: {} has shape {}x{}, expected {}x{}", model_->path(), name, w[size_t(k)].size(0),
-                            w[size_t(k)].dim() > 1 ? w[size_t(k)].size(1) : 1, out[k], in[k]);
+    std::vector<int64_t> want = {out[k], in[k]};
+    if (hp_.moe() && k >= kFfnGate) want.insert(want.begin(), hp_.n_expert);
+    if (w[size_t(k)].sizes().vec() != want)
+      return Status::errorf("{}: {} has shape {}, expected {}", model_->path(), name,
+                            fmt::format("{}", fmt::join(w[size_t(k)].sizes().vec(), "x")), fmt::format("{}", fmt::join(want, "x")));
   }
   return w;
 }

@@ -20,7 +20,11 @@ class Model;
 
 // Index into the seven linear kinds, in kLinearKinds order (gguf_model/model.h).
 enum LinearKind { kAttnQ = 0, kAttnK, kAttnV, kAttnOut, kFfnGate, kFfnUp, kFfnDown, kNumLinear };
-int linear_kind_index(const std::string& kind);  // -1 if not one of the seven
+// The seven in kLinearKinds names, or a MoE layer's experts under theirs (ffn_gate_exps is
+// kFfnGate's). -1 if none of them.
+int linear_kind_index(const std::string& kind);
+// The tensor kind of k in this model's layers (ffn_gate or ffn_gate_exps).
+std::string linear_kind_name(const HParams& hp, int k);
 
 // Everything of one layer except the linear weights.
 struct LayerParams {
@@ -28,6 +32,7 @@ struct LayerParams {
   at::Tensor q_norm, k_norm;           // [head_dim], qwen3 and gemma3
   at::Tensor attn_post_norm, ffn_post_norm;  // [n_embd], gemma3 only
   bool swa = false;                    // gemma3's local layers: sliding window, their own RoPE
+  at::Tensor router;                   // [n_expert, n_embd], MoE only (ffn_gate_inp)
   std::array<at::Tensor, kNumLinear> bias;  // [out] or undefined (qwen2 has q/k/v biases)
 };
 
@@ -40,8 +45,14 @@ struct Positional {
 };
 Positional make_positional(const HParams& hp, int64_t n_pos, const std::vector<float>& freq_factors);
 
-// x: [B, T, n_embd] F32. w[k]: [out, in] (torch order; ggml's ne reversed). Returns the
-// layer output [B, T, n_embd].
+// The FFN block on its normed input f [B, T, n_embd]: down(act(gate f, up f)), or a MoE layer's
+// routed experts (w: [n_expert, out, in]; each token through its top n_expert_used experts,
+// weighted as llama.cpp's build_moe_ffn).
+at::Tensor ffn(const HParams& hp, const LayerParams& lp, const at::Tensor& gate, const at::Tensor& up,
+               const at::Tensor& down, const at::Tensor& f);
+
+// x: [B, T, n_embd] F32. w[k]: [out, in] (torch order; ggml's ne reversed), a MoE layer's
+// experts [n_expert, out, in]. Returns the layer output [B, T, n_embd].
 at::Tensor layer_forward(const HParams& hp, const LayerParams& lp, const std::array<at::Tensor, kNumLinear>& w,
                          const Positional& pos, const at::Tensor& x);
 

@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "ggml.h"
 #include "gguf.h"
 #include "gguf_model/model.h"
@@ -26,7 +29,9 @@ Result<std::unique_ptr<CandidateStore>> CandidateStore::open(const Manifest& m) 
   std::unique_ptr<CandidateStore> s(new CandidateStore());
   std::map<std::string, const File*> by_name;
   for (const auto& e : m.modules) {
-    if (e.shape.size() != 2) return Status::errorf("pool module {} is not a matrix", e.name);
+    // Matrices, and a MoE layer's experts stacked in a 3-D tensor (rows of each expert in turn).
+    if (e.shape.size() != 2 && e.shape.size() != 3)
+      return Status::errorf("pool module {} is not a matrix or a stack of matrices", e.name);
     for (const auto& c : e.candidates) {
       const File* f = nullptr;
       if (auto it = by_name.find(c.file); it != by_name.end()) {
@@ -51,9 +56,11 @@ Result<std::unique_ptr<CandidateStore>> CandidateStore::open(const Manifest& m) 
       if (id < 0) return Status::errorf("pool candidate file {} lacks tensor {}", f->path, e.name);
       const ggml_type type = gguf_get_tensor_type(f->ctx, id);
       const int64_t* ne = gguf_get_tensor_ne(f->ctx, id);
-      if (ne[0] != e.shape[0] || ne[1] != e.shape[1] || ne[2] != 1 || ne[3] != 1)
-        return Status::errorf("{} in {} has shape {}x{}, the manifest says {}x{}", e.name, f->path, ne[0], ne[1],
-                              e.shape[0], e.shape[1]);
+      bool same = true;
+      for (size_t d = 0; d < 4; ++d) same &= ne[d] == (d < e.shape.size() ? e.shape[d] : 1);
+      if (!same)
+        return Status::errorf("{} in {} has shape {}x{}x{}, the manifest says {}", e.name, f->path, ne[0], ne[1], ne[2],
+                              fmt::format("{}", fmt::join(e.shape, "x")));
       auto want = parse_type(c.type);
       if (!want.is_ok() || *want != type)
         return Status::errorf("{} in {} is {}, the manifest says {}", e.name, f->path, ggml_type_name(type), c.type);
@@ -71,7 +78,9 @@ Status CandidateStore::dequantize(const ModuleEntry& module, const Candidate& ca
   if (it == locs_.end()) return Status::errorf("no candidate {} for module {}", cand.id, module.name);
   const Loc& loc = it->second;
   const ggml_type type = ggml_type(loc.type);
-  const int64_t width = module.shape[0], rows = module.shape[1];
+  int64_t rows = 1;
+  for (size_t d = 1; d < module.shape.size(); ++d) rows *= module.shape[d];
+  const int64_t width = module.shape[0];
   const size_t row_bytes = ggml_row_size(type, width);
   // Threads only pay off on big tensors (a spawn costs tens of microseconds).
   if (rows * width < (int64_t(1) << 20)) n_threads = 1;

@@ -96,6 +96,7 @@ Result<std::unique_ptr<LayerStep>> LayerStep::create(const std::string& teacher_
   auto impl = std::make_unique<Impl>();
   GAMMA_ASSIGN_OR_RETURN(impl->model, TorchDecoder::open(teacher_path));
   const HParams& hp = impl->model->hparams();
+  GAMMA_RETURN_IF_ERROR(check_stage1_architecture(hp.arch));
   for (int il = 0; il < hp.n_layer; ++il) {
     GAMMA_ASSIGN_OR_RETURN(auto lp, impl->model->layer_params(il));
     impl->params.push_back(std::move(lp));
