@@ -27,8 +27,7 @@ void print_architectures(bool as_json) {
   for (const auto& a : llama_architectures()) {
     std::vector<std::string> s;
     if (a.has_model) s = {"static", "static-cal"};
-    if (a.has_model && check_decoder_architecture(a.name).is_ok()) s.push_back("hawq");
-    if (a.has_model && check_stage1_architecture(a.name).is_ok()) s.push_back("gamma");
+    if (a.has_model && check_decoder_architecture(a.name).is_ok()) s = {"static", "static-cal", "hawq", "gamma"};
     rows.push_back({{"architecture", a.name}, {"llama_cpp_model", a.has_model}, {"scorers", s}});
   }
   if (as_json) {
@@ -43,7 +42,7 @@ void print_architectures(bool as_json) {
                 sc.empty() ? "(llama.cpp has no model for it)" : sc.c_str());
     n += !sc.empty();
   }
-  std::printf("%d of %zu architectures: every stage but HAWQ-V2 and Stage I through libllama; HAWQ-V2 for %zu (%s), Stage I for the dense ones\n",
+  std::printf("%d of %zu architectures: every stage but HAWQ-V2 and Stage I through libllama; those two for %zu (%s)\n",
               n, rows.size(), dec.size(), fmt::format("{}", fmt::join(dec, ", ")).c_str());
 }
 

@@ -2,8 +2,8 @@
 // attn_qkv, MoE experts as 3-D tensors, shared experts; routers and norms left alone), and a
 // MoE model end to end: a small random-weight qwen3moe GGUF written here (stories260K's
 // tokenizer), its per-expert imatrix from llama-imatrix, pooled, gamma's LibTorch MoE layer
-// equal to libllama's, HAWQ-V2 on it, solved with its experts and its attention at different
-// types, emitted, the experts' bytes equal to llama-quantize's for the same recipe and imatrix,
+// equal to libllama's, HAWQ-V2 and Stage I on it, solved with its experts and its attention at
+// different types, emitted, the experts' bytes equal to llama-quantize's for the same recipe and imatrix,
 // and run by llama-perplexity.
 #include <algorithm>
 #include <filesystem>
@@ -202,13 +202,31 @@ TEST(Moe, PoolPlanEmitExpertsAndAttentionAtTheirOwnTypesRunsInLlamaCpp) {
   ASSERT_TRUE(sf.is_ok()) << sf.status().message();
   for (const auto& lm : (*sf)->linear())
     EXPECT_EQ(type_name((*sf)->tensors()[lm.tensor].type), (*solved)["modules"][lm.name].get<std::string>()) << lm.name;
-  // gamma run keeps the scorers the architecture allows and says which it skipped (Stage I has
-  // no MoE layer): HAWQ-V2 is the measuring one.
+  // Stage I through the same layer, both forcings: with the FFN forced on the teacher's
+  // attention output (the experts' candidates run per step, routed as the teacher routes), every
+  // 2nd step measuring each candidate's loss change; an expert at Q4_0 costs more than at Q8_0.
+  for (const std::string forcing : {"sublayer", "layer"}) {
+    const std::string out = d / ("learn-" + forcing + ".json");
+    r = gamma("learn " + d / "pool" + " --teacher " + moe + " --bpw 6 --steps 8 --seqs 2 --calib-tokens 256 --seq-len 64" +
+              " --forcing " + forcing + (forcing == "sublayer" ? " --visit-steps 4 --measure-every 2" : "") +
+              " -t 2 -q --cache-dir " + d / "acts" + " -o " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const json learned = read_json(out, "gamma.scores", 1).value();
+    EXPECT_EQ(learned["modules"].size(), size_t(7 * kLayers)) << forcing;
+    if (forcing != "sublayer") continue;
+    int costlier = 0, experts = 0;
+    for (const auto& [name, m] : learned["modules"].items()) {
+      if (name.find("_exps") == std::string::npos) continue;
+      ++experts;
+      costlier += m["delta"]["Q4_0"].get<double>() > m["delta"]["Q8_0"].get<double>();
+    }
+    EXPECT_EQ(experts, 3 * kLayers);
+    EXPECT_EQ(costlier, experts) << learned["modules"].dump();
+  }
+  // gamma run keeps every scorer for it.
   r = gamma("run " + moe + " --dry-run --bpw 6 -w " + d / "w");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("== scorers: gamma skipped (Stage I has no MoE layer yet (qwen3moe: HAWQ-V2 scores its experts))"),
-            std::string::npos)
-      << r.output;
+  EXPECT_EQ(r.output.find("skipped"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("hawq traces"), std::string::npos) << r.output;
   r = gamma("plan " + d / "pool" + " --uniform Q8_0 -o " + d / "q8.json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -283,7 +301,7 @@ TEST(Architectures, EveryOneLlamaCppListsOpensOrIsRefusedInOneLine) {
   EXPECT_GT(opened, 100);
   auto r = gamma("inspect --architectures");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("qwen3moe             static,static-cal,hawq\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("qwen3moe             static,static-cal,hawq,gamma\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("qwen2                static,static-cal,hawq,gamma\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("gemma3               static,static-cal,hawq,gamma\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("qwen2moe             static,static-cal\n"), std::string::npos) << r.output;

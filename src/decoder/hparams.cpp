@@ -78,13 +78,6 @@ Status check_decoder_architecture(const std::string& arch) {
   return Status::errorf("gamma's LibTorch decoder (HAWQ-V2, Stage I) has no {} layer (it has {})", arch, has);
 }
 
-Status check_stage1_architecture(const std::string& arch) {
-  GAMMA_RETURN_IF_ERROR(check_decoder_architecture(arch));
-  if (is_moe_architecture(arch))
-    return Status::errorf("Stage I has no MoE layer yet ({}: HAWQ-V2 scores its experts)", arch);
-  return Status::ok();
-}
-
 Result<HParams> read_hparams(const Model& m) {
   GAMMA_RETURN_IF_ERROR(check_decoder_architecture(m.arch()));
   HParams h;

@@ -61,10 +61,6 @@ struct HParams {
 const std::vector<std::string>& decoder_architectures();
 // ok, or one line naming the architecture and the ones the decoder has.
 Status check_decoder_architecture(const std::string& arch);
-// Stage I's architectures: the decoder's but the MoE ones. Its sublayer visits cache every
-// candidate's gate/up output for all tokens, which routed experts do not fit; HAWQ-V2 goes
-// through the whole layer and covers them.
-Status check_stage1_architecture(const std::string& arch);
 
 // Fails (one line) on an architecture the decoder lacks, missing keys, unsupported RoPE scaling
 // (yarn, longrope) or shapes that do not fit together.

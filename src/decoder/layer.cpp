@@ -17,12 +17,6 @@
 
 namespace gm {
 
-int linear_kind_index(const std::string& kind) {
-  for (int k = 0; k < kNumLinear; ++k)
-    if (kind == kLinearKinds[k] || (k >= kFfnGate && kind == std::string(kLinearKinds[k]) + "_exps")) return k;
-  return -1;
-}
-
 std::string linear_kind_name(const HParams& hp, int k) {
   return std::string(kLinearKinds[k]) + (hp.moe() && k >= kFfnGate ? "_exps" : "");
 }

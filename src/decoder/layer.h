@@ -20,9 +20,7 @@ class Model;
 
 // Index into the seven linear kinds, in kLinearKinds order (gguf_model/model.h).
 enum LinearKind { kAttnQ = 0, kAttnK, kAttnV, kAttnOut, kFfnGate, kFfnUp, kFfnDown, kNumLinear };
-// The seven in kLinearKinds names, or a MoE layer's experts under theirs (ffn_gate_exps is
-// kFfnGate's). -1 if none of them.
-int linear_kind_index(const std::string& kind);
+// (linear_kind_index, gguf_model/model.h, maps a module's kind to these.)
 // The tensor kind of k in this model's layers (ffn_gate or ffn_gate_exps).
 std::string linear_kind_name(const HParams& hp, int k);
 

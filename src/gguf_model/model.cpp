@@ -21,6 +21,12 @@ namespace gm {
 const char* const kLinearKinds[7] = {"attn_q", "attn_k", "attn_v", "attn_output",
                                      "ffn_gate", "ffn_up", "ffn_down"};
 
+int linear_kind_index(const std::string& kind) {
+  for (int k = 0; k < 7; ++k)
+    if (kind == kLinearKinds[k] || (k >= 4 && kind == std::string(kLinearKinds[k]) + "_exps")) return k;
+  return -1;
+}
+
 int64_t TensorInfo::n_elements() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

@@ -28,6 +28,9 @@ struct TensorInfo {
 // The seven linear kinds of a llama/qwen2/qwen3/gemma3 decoder layer, in llama.cpp tensor names (the
 // report's heatmaps; other architectures have other kinds: attn_qkv, ffn_up_exps, ...).
 extern const char* const kLinearKinds[7];  // attn_q attn_k attn_v attn_output ffn_gate ffn_up ffn_down
+// The index of `kind` in kLinearKinds, a MoE layer's experts under theirs (ffn_gate_exps is
+// ffn_gate's); -1 if none of them.
+int linear_kind_index(const std::string& kind);
 
 struct LinearModule {
   std::string name;  // e.g. "blk.3.ffn_down.weight"

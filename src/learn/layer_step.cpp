@@ -65,11 +65,20 @@ struct LayerStep::Impl {
 
   std::array<int64_t, kNumLinear> n_out() const {
     const HParams& hp = model->hparams();
-    return {hp.n_embd_q(), hp.n_embd_kv(), hp.n_embd_kv(), hp.n_embd, hp.n_ff, hp.n_ff, hp.n_embd};
+    const int64_t ff = hp.moe() ? hp.n_ff_exp : hp.n_ff;
+    return {hp.n_embd_q(), hp.n_embd_kv(), hp.n_embd_kv(), hp.n_embd, ff, ff, hp.n_embd};
   }
   std::array<int64_t, kNumLinear> n_in() const {
     const HParams& hp = model->hparams();
-    return {hp.n_embd, hp.n_embd, hp.n_embd, hp.n_embd_q(), hp.n_embd, hp.n_embd, hp.n_ff};
+    const int64_t ff = hp.moe() ? hp.n_ff_exp : hp.n_ff;
+    return {hp.n_embd, hp.n_embd, hp.n_embd, hp.n_embd_q(), hp.n_embd, hp.n_embd, ff};
+  }
+  // Kind k's weight in torch order: [out, in], a MoE layer's experts [n_expert, out, in].
+  std::vector<int64_t> shape(int k) const {
+    const HParams& hp = model->hparams();
+    std::vector<int64_t> s = {n_out()[size_t(k)], n_in()[size_t(k)]};
+    if (hp.moe() && k >= kFfnGate) s.insert(s.begin(), hp.n_expert);
+    return s;
   }
   // The teacher's weight of layer il, kind k, a module without pool candidates (kept).
   Result<at::Tensor> teacher_weight(int il, int k, const std::array<ModuleMix, 7>& mods);
@@ -96,7 +105,6 @@ Result<std::unique_ptr<LayerStep>> LayerStep::create(const std::string& teacher_
   auto impl = std::make_unique<Impl>();
   GAMMA_ASSIGN_OR_RETURN(impl->model, TorchDecoder::open(teacher_path));
   const HParams& hp = impl->model->hparams();
-  GAMMA_RETURN_IF_ERROR(check_stage1_architecture(hp.arch));
   for (int il = 0; il < hp.n_layer; ++il) {
     GAMMA_ASSIGN_OR_RETURN(auto lp, impl->model->layer_params(il));
     impl->params.push_back(std::move(lp));
@@ -122,23 +130,23 @@ Result<LayerWeights> LayerStep::Impl::weights(int il, std::array<ModuleMix, 7>& 
   auto& cands = r.cands;
   const HParams& hp = model->hparams();
   if (il < 0 || il >= hp.n_layer) return Status::errorf("no layer {}", il);
-  const auto out = n_out(), in = n_in();
   at::NoGradGuard no_grad;
   for (int k = 0; k < kNumLinear; ++k) {
     if (!(kinds >> k & 1)) continue;
+    const std::vector<int64_t> sh = shape(k);
     auto& m = mods[size_t(k)];
     if (m.cands.empty()) {  // not in the pool: the teacher's weight, no gradient
       GAMMA_ASSIGN_OR_RETURN(w[size_t(k)], teacher_weight(il, k, mods));
       continue;
     }
     if (m.p.size() != m.cands.size()) return Status::error("mixing weights and candidates differ in number");
-    for (size_t b = 0; b < m.cands.size(); ++b) cands[size_t(k)].push_back(f32_tensor(m.cands[b], {out[k], in[k]}));
+    for (size_t b = 0; b < m.cands.size(); ++b) cands[size_t(k)].push_back(f32_tensor(m.cands[b], sh));
     // A one-hot p (--estimator st) runs the sampled candidate itself: no mixture to build.
     const auto one = std::find(m.p.begin(), m.p.end(), 1.0);
     if (one != m.p.end() && std::count(m.p.begin(), m.p.end(), 0.0) == std::ptrdiff_t(m.p.size()) - 1) {
       w[size_t(k)] = cands[size_t(k)][size_t(one - m.p.begin())].detach();
     } else {
-      at::Tensor mix = at::zeros({out[k], in[k]}, at::TensorOptions().dtype(at::kFloat));
+      at::Tensor mix = at::zeros(sh, at::TensorOptions().dtype(at::kFloat));
       for (size_t b = 0; b < m.cands.size(); ++b)
         if (m.p[b] != 0) mix.add_(cands[size_t(k)][b], m.p[b]);
       w[size_t(k)] = mix;
@@ -184,8 +192,8 @@ Result<double> LayerStep::run(int il, std::array<ModuleMix, 7>& mods, const floa
   return mse.item<double>();
 }
 
-bool LayerStep::cached_kind(int k) {
-  return k == kAttnQ || k == kAttnK || k == kAttnV || k == kFfnGate || k == kFfnUp;
+bool LayerStep::cached_kind(int k) const {
+  return k == kAttnQ || k == kAttnK || k == kAttnV || (!impl_->model->hparams().moe() && (k == kFfnGate || k == kFfnUp));
 }
 
 Status LayerStep::begin_visit(int il, const std::array<ModuleMix, 7>& mods, const float* x, const float* y,
@@ -226,13 +234,21 @@ Status LayerStep::begin_visit(int il, const std::array<ModuleMix, 7>& mods, cons
   return Status::ok();
 }
 
+uint8_t LayerStep::weight_kinds() const {
+  uint8_t m = 0;
+  for (int k = 0; k < kNumLinear; ++k)
+    if (!cached_kind(k)) m = uint8_t(m | 1 << k);
+  return m;
+}
+
 namespace {
 // The mixed outputs of a visit's cached kinds on rows [r0, r0 + n): p a leaf (requiring grad
 // when `grad`), Y = sum_b p_b Y_b (+ bias), as [n, T, n_out].
-Status mix_cached(const Visit& v, const LayerParams& lp, const std::array<ModuleMix, 7>& mods, int r0, int n, int64_t T,
-                  bool grad, std::array<at::Tensor, kNumLinear>& p, std::array<at::Tensor, kNumLinear>& y) {
+Status mix_cached(const LayerStep& step, const Visit& v, const LayerParams& lp, const std::array<ModuleMix, 7>& mods,
+                  int r0, int n, int64_t T, bool grad, std::array<at::Tensor, kNumLinear>& p,
+                  std::array<at::Tensor, kNumLinear>& y) {
   for (int k = 0; k < kNumLinear; ++k) {
-    if (!LayerStep::cached_kind(k)) continue;
+    if (!step.cached_kind(k)) continue;
     auto ys = v.out[size_t(k)].narrow(1, int64_t(r0) * T, int64_t(n) * T);
     const auto& m = mods[size_t(k)];
     if (m.cands.empty()) {
@@ -248,6 +264,14 @@ Status mix_cached(const Visit& v, const LayerParams& lp, const std::array<Module
     y[size_t(k)] = y[size_t(k)].view({n, T, -1});
   }
   return Status::ok();
+}
+
+// The FFN block of a visit step on the teacher's attention output h2t: from the cached gate and
+// up outputs y (a dense layer), or a MoE layer's experts from their weights w on h2t's norm.
+at::Tensor ffn_block(const HParams& hp, const LayerParams& lp, const std::array<at::Tensor, kNumLinear>& y,
+                     const std::array<at::Tensor, kNumLinear>& w, const at::Tensor& h2t) {
+  if (hp.moe()) return ffn(hp, lp, w[kFfnGate], w[kFfnUp], w[kFfnDown], rms_norm(h2t, lp.ffn_norm, hp.rms_eps));
+  return linear(ffn_act(hp, y[kFfnGate], y[kFfnUp]), w[kFfnDown], lp.bias[kFfnDown]);
 }
 
 // mean(w (a - t)^2) - mean(w (b - t)^2) as mean(w (a - b)(a + b - 2t)), summed in double: a
@@ -269,14 +293,14 @@ Result<double> LayerStep::visit_step(int il, std::array<ModuleMix, 7>& mods, int
   const LayerParams& lp = im.params[size_t(il)];
   std::unique_ptr<at::NoGradGuard> no_grad;
   if (!backward) no_grad = std::make_unique<at::NoGradGuard>();
-  // Weights: attn_output and ffn_down only (the cached kinds' candidates may be gone by now).
-  GAMMA_ASSIGN_OR_RETURN(auto lw, im.weights(il, mods, backward, uint8_t(1 << kAttnOut | 1 << kFfnDown)));
+  // Weights: the kinds not cached (the cached kinds' candidates may be gone by now).
+  GAMMA_ASSIGN_OR_RETURN(auto lw, im.weights(il, mods, backward, weight_kinds()));
   std::array<at::Tensor, kNumLinear> p, y;
-  GAMMA_RETURN_IF_ERROR(mix_cached(v, lp, mods, r0, n, T, backward, p, y));
+  GAMMA_RETURN_IF_ERROR(mix_cached(*this, v, lp, mods, r0, n, T, backward, p, y));
   auto x = v.x.narrow(0, r0, n), h2t = v.h2.narrow(0, r0, n), yt = v.y.narrow(0, r0, n);
   auto o = attention(hp, lp, im.pos, y[kAttnQ], y[kAttnK], y[kAttnV]);
   auto h2 = attn_residual(hp, lp, x, linear(o, lw.w[kAttnOut], lp.bias[kAttnOut]));
-  auto ffn = ffn_residual(hp, lp, h2t, linear(ffn_act(hp, y[kFfnGate], y[kFfnUp]), lw.w[kFfnDown], lp.bias[kFfnDown]));
+  auto ffn = ffn_residual(hp, lp, h2t, ffn_block(hp, lp, y, lw.w, h2t));
   const at::Tensor wh2 = im.loss_weights(h2t), wy = im.loss_weights(yt);
   auto mse = sq_err(h2, h2t, wh2) + sq_err(ffn, yt, wy);
   if (!backward) return mse.item<double>();
@@ -304,39 +328,42 @@ Status LayerStep::visit_deltas(int il, const std::array<ModuleMix, 7>& mods_in, 
   const LayerParams& lp = im.params[size_t(il)];
   at::NoGradGuard no_grad;
   std::array<ModuleMix, 7> mods = mods_in;  // weights() reads them only
-  GAMMA_ASSIGN_OR_RETURN(auto lw, im.weights(il, mods, false, uint8_t(1 << kAttnOut | 1 << kFfnDown)));
+  GAMMA_ASSIGN_OR_RETURN(auto lw, im.weights(il, mods, false, weight_kinds()));
   std::array<at::Tensor, kNumLinear> p, y;
-  GAMMA_RETURN_IF_ERROR(mix_cached(v, lp, mods, r0, n, T, false, p, y));
+  GAMMA_RETURN_IF_ERROR(mix_cached(*this, v, lp, mods, r0, n, T, false, p, y));
   auto x = v.x.narrow(0, r0, n), h2t = v.h2.narrow(0, r0, n), yt = v.y.narrow(0, r0, n);
   const at::Tensor wh2 = im.loss_weights(h2t), wy = im.loss_weights(yt);
   // The step's own outputs: the attention block's (h2) and the FFN's.
   auto h2_of = [&](const std::array<at::Tensor, kNumLinear>& q, const at::Tensor& wo) {
     return attn_residual(hp, lp, x, linear(attention(hp, lp, im.pos, q[kAttnQ], q[kAttnK], q[kAttnV]), wo, lp.bias[kAttnOut]));
   };
-  auto ffn_of = [&](const at::Tensor& act, const at::Tensor& wd) {
-    return ffn_residual(hp, lp, h2t, linear(act, wd, lp.bias[kFfnDown]));
+  // The FFN's output with the cached outputs yy and the weights ww (one of them a candidate's).
+  auto ffn_of = [&](const std::array<at::Tensor, kNumLinear>& yy, const std::array<at::Tensor, kNumLinear>& ww) {
+    return ffn_residual(hp, lp, h2t, ffn_block(hp, lp, yy, ww, h2t));
   };
   const auto o = attention(hp, lp, im.pos, y[kAttnQ], y[kAttnK], y[kAttnV]);
   const auto h2 = attn_residual(hp, lp, x, linear(o, lw.w[kAttnOut], lp.bias[kAttnOut]));
-  const auto act = ffn_act(hp, y[kFfnGate], y[kFfnUp]);
-  const auto ffn = ffn_of(act, lw.w[kFfnDown]);
+  const auto ffn = ffn_of(y, lw.w);
   for (int k = 0; k < kNumLinear; ++k) {
     const auto& m = mods[size_t(k)];
     auto& d = delta[size_t(k)];
     d.assign(m.cands.size(), 0.0);
     for (size_t b = 0; b < m.cands.size(); ++b) {
-      if (!cached_kind(k)) {  // attn_output, ffn_down: the candidate's weight
-        const at::Tensor& wb = lw.cands[size_t(k)][b];
-        d[b] = k == kAttnOut ? mse_change(attn_residual(hp, lp, x, linear(o, wb, lp.bias[kAttnOut])), h2, h2t, wh2)
-                             : mse_change(ffn_of(act, wb), ffn, yt, wy);
+      if (!cached_kind(k)) {  // attn_output, ffn_down (and a MoE layer's experts): the candidate's weight
+        if (k == kAttnOut) {
+          d[b] = mse_change(attn_residual(hp, lp, x, linear(o, lw.cands[size_t(k)][b], lp.bias[kAttnOut])), h2, h2t, wh2);
+        } else {
+          auto alt = lw.w;
+          alt[size_t(k)] = lw.cands[size_t(k)][b];
+          d[b] = mse_change(ffn_of(y, alt), ffn, yt, wy);
+        }
         continue;
       }
       auto alt = y;  // q/k/v/gate/up: the candidate's cached output
       alt[size_t(k)] = v.out[size_t(k)].select(0, int64_t(b)).narrow(0, int64_t(r0) * T, int64_t(n) * T);
       if (lp.bias[size_t(k)].defined()) alt[size_t(k)] = alt[size_t(k)] + lp.bias[size_t(k)];
       alt[size_t(k)] = alt[size_t(k)].view({n, T, -1});
-      d[b] = k <= kAttnV ? mse_change(h2_of(alt, lw.w[kAttnOut]), h2, h2t, wh2)
-                         : mse_change(ffn_of(ffn_act(hp, alt[kFfnGate], alt[kFfnUp]), lw.w[kFfnDown]), ffn, yt, wy);
+      d[b] = k <= kAttnV ? mse_change(h2_of(alt, lw.w[kAttnOut]), h2, h2t, wh2) : mse_change(ffn_of(alt, lw.w), ffn, yt, wy);
     }
   }
   return Status::ok();

@@ -61,8 +61,12 @@ class LayerStep {
   Status visit_deltas(int il, const std::array<ModuleMix, 7>& mods, int r0, int n,
                       std::array<std::vector<double>, 7>& delta);
   void end_visits();
-  // Whether kind k's candidates are read only by begin_visit (their outputs are cached).
-  static bool cached_kind(int k);
+  // Whether kind k's candidates are read only by begin_visit (their outputs are cached): q, k,
+  // v, and a dense layer's gate and up (a MoE layer's experts see only their routed tokens,
+  // so their candidates stay and run per step like attn_output's and ffn_down's).
+  bool cached_kind(int k) const;
+  // The others as a bit mask over the seven kinds: whose weights a visit step mixes itself.
+  uint8_t weight_kinds() const;
 
   // Chained use (the CE ablation: layers feed each other, gradients flow through all of them,
   // recomputed layer by layer so only the layer inputs are kept). forward: layer il on x, no

@@ -403,9 +403,7 @@ Status StageOne::load_modules() {
     if (e.layer < 0 || e.layer >= man_.n_layer) return Status::errorf("pool module {} has layer {}", e.name, e.layer);
     Mod m;
     m.e = &e;
-    static const char* kinds[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
-    for (int k = 0; k < 7; ++k)
-      if (e.kind == kinds[k]) m.kind = k;
+    m.kind = linear_kind_index(e.kind);
     if (m.kind < 0) return Status::errorf("pool module {} has unknown kind {}", e.name, e.kind);
     m.K = e.candidates.size();
     for (const auto& c : e.candidates) m.bpw.push_back(c.bpw);
@@ -606,7 +604,7 @@ Status StageOne::enter_visit(int visit, const std::vector<int>& layers) {
     for (int k = 0; k < 7; ++k) {
       auto& c = r.mix[size_t(k)].cands;
       for (auto& ptr : c) {
-        if (LayerStep::cached_kind(k)) {
+        if (stepper_->cached_kind(k)) {
           std::vector<float>().swap(r.bufs[nb]);
           ptr = nullptr;
         }

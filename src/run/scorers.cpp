@@ -16,10 +16,10 @@ namespace gm::run {
 void choose_scorers(Env& e, const std::string& arch) {
   e.scorers.clear();
   std::string skipped;
-  const Status decoder = check_decoder_architecture(arch), stage1 = check_stage1_architecture(arch);
+  const Status decoder = check_decoder_architecture(arch);
   bool measured = false;  // a scorer that measures, besides the static proxy
   for (const auto& s : e.o.scorers) {
-    if ((s == "hawq" && !decoder.is_ok()) || (s == "gamma" && !stage1.is_ok())) {
+    if (!decoder.is_ok() && (s == "hawq" || s == "gamma")) {
       skipped += (skipped.empty() ? "" : ", ") + s;
     } else {
       e.scorers.push_back(s);
@@ -29,7 +29,7 @@ void choose_scorers(Env& e, const std::string& arch) {
   if (skipped.empty()) return;
   // Without Stage I, the layer measurement still rescales the static proxy.
   if (!measured) e.scorers.push_back("static-cal");
-  std::printf("== scorers: %s skipped (%s)%s\n", skipped.c_str(), stage1.message().c_str(),
+  std::printf("== scorers: %s skipped (%s)%s\n", skipped.c_str(), decoder.message().c_str(),
               measured ? "" : "; static-cal (the static proxy rescaled by gamma layers) tried instead");
 }
 
