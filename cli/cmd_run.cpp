@@ -14,6 +14,7 @@ namespace {
 
 void add_run(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
+  auto memory = std::make_shared<std::string>();  // --memory as given; parsed once into o->memory_bytes
   auto* c = app.add_subcommand("run", "the whole job: a file of a given size (or KLD), the best of gamma's allocators on validation text, beside llama.cpp's mixes (resumable)");
   c->add_option("model", o->model, "registry name (see gamma fetch) or a GGUF path")->capture_default_str();
   auto* size = c->add_option("--size", o->sizes, "target: the whole file, e.g. 880MiB, 1.2GB, 123456 (bytes); a comma list makes one file per size from the same pool and scores")
@@ -44,7 +45,8 @@ void add_run(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(-1, 100));
   c->add_option("--estimate-rows", o->estimate_rows, "rows per module the estimate samples")
       ->capture_default_str()->check(CLI::PositiveNumber);
-  c->add_option("--text", o->eval_text, "report text (default: wiki.test.raw of the shared data); never used for choosing");
+  c->add_option("--text", o->eval_texts, "report texts, never used for choosing: wiki (wiki.test.raw, the default), python (python-eval.txt) or paths (comma list; the first draws the table and the picture, the others add gamma's and each mix's KLD on them)")
+      ->delimiter(',');
   c->add_option("--valid-text", o->valid_texts, "texts that choose among plans and decide the verdict, their KLDs summed: wiki (wiki.valid.tokens, the default), python (python-calib.txt's held-back end) or paths (comma list)")
       ->delimiter(',');
   c->add_option("-c,--ctx", o->eval_ctx, "evaluation (and imatrix) chunk length")->capture_default_str();
@@ -52,7 +54,7 @@ void add_run(CLI::App& app) {
   c->add_option("--valid-chunks", o->valid_chunks, "validation chunks (default: --chunks)");
   c->add_option("--min-decode", o->min_decode, "speed budget: the file must decode at least this many tokens/s on this machine (llama-bench tg128, as gamma speed predicts it), or a GGUF of the model: at least as fast as that file (e.g. the llama.cpp mix you run today); needs --size");
   c->add_option("--min-prefill", o->min_prefill, "speed budget: prompt processing tokens/s (llama-bench pp512), or a GGUF of the model; needs --size");
-  c->add_option("--memory", o->memory, "device budget: the memory llama.cpp may take to run the file (weights with their repacked copies, KV cache at --ctx, compute buffers), e.g. 2GiB; needs --size and --memory-ctx");
+  c->add_option("--memory", *memory, "device budget: the memory llama.cpp may take to run the file (weights with their repacked copies, KV cache at --ctx, compute buffers), e.g. 2GiB; needs --size and --memory-ctx");
   c->add_option("--memory-ctx", o->ctx, "with --memory: the context the file must run with (tokens; -c/--ctx is the evaluation's chunk length)");
   c->add_option("--kv-type", o->kv_type, "with --memory: the KV cache's type (default f16)");
   c->add_option("--bench-rounds", o->bench_rounds, "with a speed budget: llama-bench rounds over the reported files, each file's fastest kept")
@@ -61,7 +63,7 @@ void add_run(CLI::App& app) {
   c->add_flag("--dry-run", o->dry_run, "print the plan of work with its estimated time and disk, and stop");
   c->add_option("-t,--threads", o->threads, "threads (default: all cores)");
   c->add_flag("-q,--quiet", o->quiet, "no progress bars from the steps (also when stderr is not a terminal)");
-  c->callback([o, size, bpw, kld] {
+  c->callback([o, memory, size, bpw, kld] {
     std::error_code ec;
     const std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
     if (ec) throw Failure("cannot locate the gamma executable");
@@ -78,12 +80,13 @@ void add_run(CLI::App& app) {
     if ((!o->min_decode.empty() || !o->min_prefill.empty()) && !size->count())
       throw Failure("--min-decode and --min-prefill need --size: the speed budget is solved beside a file size");
     if (o->bench_rounds < 1) throw Failure("--bench-rounds must be positive");
-    if (!o->memory.empty() != (o->ctx > 0))
+    if (!memory->empty() != (o->ctx > 0))
       throw Failure("--memory and --memory-ctx go together: the memory holds the weights and the KV cache of that many tokens");
-    if (!o->memory.empty()) {
+    if (!memory->empty()) {
       if (!size->count()) throw Failure("--memory needs --size: the memory budget is solved beside a file size");
-      auto m = solve::parse_size(o->memory);
+      auto m = solve::parse_size(*memory);
       if (!m.is_ok()) fail_if(m.status().with_context("--memory"));
+      o->memory_bytes = *m;
     }
     if (o->eval_chunks < 1 || o->eval_ctx < 8 || o->imatrix_chunks < 1 || o->steps < 0 || o->visit_steps < 1 || o->valid_chunks < 0 || o->max_mixes < 1)
       throw Failure("--chunks, --ctx, --imatrix-chunks, --visit-steps and --max-mixes must be positive (--steps >= 0)");

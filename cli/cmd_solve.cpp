@@ -25,7 +25,7 @@ struct SolveOpts {
   std::string choose_head;
   std::string speed;
   std::string min_decode, min_prefill;
-  std::string memory, kv_type;
+  std::string memory, kv_type, memory_source;
   int ctx = 0, threads = 0;
 };
 
@@ -48,6 +48,7 @@ void run_solve(const SolveOpts& o) {
   if (budgets != 1) throw Failure("give exactly one budget: --bpw X, --size BYTES (and/or --memory BYTES --ctx N) or --sweep START:STOP:STEP");
   if (!o.memory.empty() != (o.ctx > 0))
     throw Failure("--memory and --ctx go together: the memory holds the weights and the KV cache of --ctx tokens");
+  if (!o.memory_source.empty() && o.memory.empty()) throw Failure("--memory-source goes with --memory");
   if (o.scores.empty() == !o.from_manifest) throw Failure("give exactly one of --scores FILE or --score-from-manifest");
 
   // Everything is parsed and checked before anything is solved or written.
@@ -91,8 +92,16 @@ void run_solve(const SolveOpts& o) {
   speed::MemoryUse source_memory;
   if (memory) {
     // The device budget: what llama.cpp allocates beside the weights at --ctx, measured on the
-    // pool's source (speed/memory.h), solved as one more budget beside the bytes.
-    source_memory = value_or_fail(speed::memory_use(m.model_path, o.ctx, o.kv_type, resolve_threads(o.threads)));
+    // pool's source (speed/memory.h), solved as one more budget beside the bytes; or as a caller
+    // measured it once for many solves (gamma run).
+    if (!o.memory_source.empty()) {
+      const uint64_t source_bytes = value_or_fail(file_size(m.model_path));
+      auto u = speed::load_memory_use(o.memory_source, o.ctx, o.kv_type, source_bytes);
+      if (!u.is_ok()) fail_if(u.status().with_context("--memory-source"));
+      source_memory = *u;
+    } else {
+      source_memory = value_or_fail(speed::memory_use(m.model_path, o.ctx, o.kv_type, resolve_threads(o.threads)));
+    }
     r.memory_source = &source_memory;
     std::printf("memory %s at %d tokens of context: KV cache %s, compute buffers %s (llama.cpp's, on the source)\n",
                 solve::format_size(memory).c_str(), o.ctx, solve::format_size(source_memory.context).c_str(),
@@ -154,6 +163,7 @@ void add_solve(CLI::App& app) {
   c->add_option("--ctx,--memory-ctx", o->ctx, "with --memory: the context the file must run with (tokens)");
   c->add_option("--kv-type", o->kv_type, "with --memory: the KV cache's type (f16, llama.cpp's default; q8_0, q4_0, ...)");
   c->add_option("-t,--threads", o->threads, "with --memory: threads of the context measured (default: all cores)");
+  c->add_option("--memory-source", o->memory_source, "with --memory: the source's allocation as measured before (gamma.memory JSON, e.g. gamma run's), instead of measuring it again");
   c->add_flag("--require-optimal", o->require_optimal, "fail (write nothing) unless every plan is proven optimal");
   c->add_option("-o,--output", o->out, "plan JSON to write (a directory with --sweep)")->required();
   c->callback([o] { run_solve(*o); });

@@ -321,6 +321,25 @@ TEST(RunPipeline, SeveralSizesEachChosenOnTheSameValidation) {
     kld[i] = (*j)["rows"][0]["kld_mean"].get<double>();
   }
   EXPECT_LT(kld[1], kld[0]);  // more bytes, less KLD
+
+  // A second report text: the same run again adds each chosen file's KLD on python-eval.txt (the
+  // same chunks gamma eval measures), choosing nothing anew.
+  r = gamma("run " + stories260k() + " -w " + d / "w" + " --size " + std::to_string(sizes[0]) + "," +
+            std::to_string(sizes[1]) + " --types Q4_0,Q8_0 --scorers static --imatrix none --compare none" +
+            " --valid-text wiki,python --text wiki,python -c 128 --chunks 2 -t 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("python-eval.txt: "), std::string::npos) << r.output;
+  for (int i = 0; i < 2; ++i) {
+    auto j = read_json(d / ("w/run-" + std::to_string(sizes[i]) + ".json"), "gamma.run", 2).value();
+    EXPECT_DOUBLE_EQ(j["rows"][0]["kld_mean"].get<double>(), kld[i]);
+    const json& also = j["rows"][0]["also"];
+    ASSERT_EQ(also.size(), 1u) << j["rows"][0].dump();
+    EXPECT_EQ(fs::path(also[0]["text"].get<std::string>()).filename(), "python-eval.txt");
+    const std::string path = j["rows"][0]["path"].get<std::string>();
+    auto ev = read_json(path.substr(0, path.size() - 5) + ".report-python-eval-c128-n2.json", "gamma.eval", 1);
+    ASSERT_TRUE(ev.is_ok()) << ev.status().message();
+    EXPECT_DOUBLE_EQ(also[0]["kld_mean"].get<double>(), (*ev)["kld"]["mean"].get<double>());
+  }
 }
 
 // A speed budget (--min-decode): a speed no plan of the size reaches is one line naming the
@@ -387,6 +406,21 @@ TEST(RunPipeline, SpeedBudgetBindsThePlanAndTheReportMeasuresIt) {
   }
   EXPECT_TRUE((*j)["verdict"]["gamma_meets_budgets_measured"].get<bool>());
   EXPECT_NE(r.output.find("memory budget: 64.0 MiB"), std::string::npos) << r.output;
+  // The run measured the source's allocation once; each solve read it: the chosen plan solved
+  // again here from that file is the same plan, and a file of another context is refused.
+  const std::string src_mem = d / "mem/memory-source-c2048.json";
+  ASSERT_TRUE(fs::exists(src_mem));
+  const std::string chosen = (*j)["chosen"]["plan"].get<std::string>();
+  const auto chosen_plan = read_json(chosen, "gamma.plan", 1).value();
+  r = gamma("solve " + d / "mem/pool --score-from-manifest --size 330000 --memory 64MiB --ctx 2048 --memory-source " +
+            src_mem + " -o " + d / "again.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_json(d / "again.json", "gamma.plan", 1).value()["info"]["memory"]["source"],
+            chosen_plan["info"]["memory"]["source"]);
+  r = gamma("solve " + d / "mem/pool --score-from-manifest --size 330000 --memory 64MiB --ctx 1024 --memory-source " +
+            src_mem + " -o " + d / "other.json");
+  EXPECT_EQ(r.output, "gamma: error: --memory-source: " + src_mem + ": measured at 2048 tokens (f16 KV cache), not 1024 (f16)\n");
+  EXPECT_FALSE(fs::exists(d / "other.json"));
   r = gamma("run " + common + " -w " + d / "w4" + " --memory 64MiB");
   EXPECT_EQ(r.output, "gamma: error: --memory and --memory-ctx go together: the memory holds the weights and the KV cache of "
                       "that many tokens\n");

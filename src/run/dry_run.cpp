@@ -94,6 +94,7 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
   const int variants = n_scorers * (1 + kHeadSteps) * (o.max_kld > 0 ? 8 : n_targets);
   const double vtok = double(e.valid.front().chunks) * o.eval_ctx * double(e.valid.size());
   const double rtok = double(e.report.chunks) * o.eval_ctx;
+  const double also_tok = rtok * double(e.also.size());  // the other report texts: each mix and gamma's file
   const uint64_t file = range.max / 2 + range.min / 2;
   line(fmt::format("{} variants: solve + emit + validation eval", variants), false,
        variants * (emit_seconds(e.ms) + eval_seconds(e.ms, vtok, true)) + teacher_seconds(e.ms, vtok), file);
@@ -101,14 +102,16 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
   const int mixes = o.compare == "none" ? 0
                     : o.compare == "auto" ? std::min<int>((o.max_mixes + 1) * n_targets, int(standard_mixes().size()))
                                           : 1;
-  line(fmt::format("up to {} llama.cpp mixes: quantize + 2 evals", mixes), false,
-       mixes * (mix_seconds(e.ms, "IQ3_M") + eval_seconds(e.ms, vtok + rtok, true)), mixes * file);
+  line(fmt::format("up to {} llama.cpp mixes: quantize + {} evals", mixes, 2 + e.also.size()), false,
+       mixes * (mix_seconds(e.ms, "IQ3_M") + eval_seconds(e.ms, vtok + rtok + also_tok, true)), mixes * file);
   if (speed_budget(e))
     line(fmt::format("llama-bench of the reported files ({} rounds)", o.bench_rounds), false,
          bench_seconds(e.ms, n_targets + mixes, o.bench_rounds), 0);
   const int reported = o.front ? mixes + n_targets : n_targets;
   line(fmt::format("gamma at {} sizes on the report text", reported), false,
-       reported * (emit_seconds(e.ms) + eval_seconds(e.ms, rtok, true)) + teacher_seconds(e.ms, rtok), file);
+       reported * (emit_seconds(e.ms) + eval_seconds(e.ms, rtok, true)) + teacher_seconds(e.ms, rtok + also_tok) +
+           n_targets * eval_seconds(e.ms, also_tok, true),
+       file);
   std::printf("\n  %-44s %10s %12s\n", "total (estimate, 2-core reference speeds)", hms(total).c_str(),
               format_size(disk).substr(0, format_size(disk).find(' ') + 4).c_str());
   return Status::ok();

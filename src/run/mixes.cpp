@@ -141,6 +141,7 @@ Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted, cons
   const std::string stem = e.W + "/llama-" + mix;
   std::vector<EvalText> texts = e.valid;
   texts.push_back(e.report);
+  texts.insert(texts.end(), e.also.begin(), e.also.end());
   for (const auto& t : texts) {  // measured in an earlier run: taken, not measured again
     const std::string here = e.eval_path(stem, t), kept = cache + "/" + e.eval_tag(t) + ".json";
     if (!load_eval(here).is_ok() && load_eval(kept).is_ok()) GAMMA_RETURN_IF_ERROR(copy_file(kept, here));
@@ -163,6 +164,10 @@ Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted, cons
   r.valid_kld = v.kld;
   r.valid_err = v.err;
   GAMMA_ASSIGN_OR_RETURN(r.report, eval_file(e, r.path, stem, e.report));
+  for (const auto& t : e.also) {
+    GAMMA_ASSIGN_OR_RETURN(eval::EvalResult a, eval_file(e, r.path, stem, t));
+    r.also.push_back(a);
+  }
   std::error_code ec;
   fs::create_directories(cache, ec);
   for (const auto& t : texts)

@@ -54,13 +54,14 @@ struct Env {
   std::vector<std::string> scorers;
   std::vector<EvalText> valid;  // a file's validation score is the sum of its KLDs on these
   EvalText report;
+  std::vector<EvalText> also;  // the other report texts (--text's others)
   ModelSize ms;
   bool quiet = false;  // pass -q to the steps (not a terminal, or --quiet)
   std::optional<FileLock> lock;  // on the work directory, for the whole run
   std::string speed;                       // W/speed.json with a speed budget, else ""
   std::optional<speed::CostTable> table;   // its contents
   double min_decode_tps = 0, min_prefill_tps = 0;  // --min-decode / --min-prefill resolved by it
-  uint64_t memory_bytes = 0;                       // --memory
+  std::string memory_source;                       // W/memory-source-*.json: the source's allocation, measured once
   std::optional<speed::MemoryUse> source_memory;   // llama.cpp's allocation for the source at --ctx
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   json stages = json::array();
@@ -165,6 +166,7 @@ struct MixRow {
   uint64_t bytes = 0, predicted = 0;
   double valid_kld = 0, valid_err = 0;
   eval::EvalResult report;
+  std::vector<eval::EvalResult> also;  // on Env::also's texts
   bool fits = false;
 };
 std::vector<std::string> quantize_cmd(const Env& e, const std::string& mix, const std::string& out);

@@ -54,8 +54,12 @@ Status set_up(Env& e) {
   e.W = o.work;
   e.quiet = o.quiet || !::isatty(2);
   const int valid_chunks = o.valid_chunks > 0 ? o.valid_chunks : o.eval_chunks;
-  e.report = {o.eval_text.empty() ? e.data + "/text/wiki.test.raw" : o.eval_text, o.eval_chunks, false};
+  e.report = {test_text_path(o.eval_texts.empty() ? "wiki" : o.eval_texts.front()), o.eval_chunks, false};
   std::vector<std::string> texts = {e.report.path};
+  for (size_t i = 1; i < o.eval_texts.size(); ++i) {
+    e.also.push_back({test_text_path(o.eval_texts[i]), o.eval_chunks, false});
+    texts.push_back(e.also.back().path);
+  }
   for (const auto& v : valid_names(o)) {
     e.valid.push_back({validation_text_path(v, e.W), valid_chunks, true});
     texts.push_back(validation_text_source(v));

@@ -62,7 +62,9 @@ struct RunOptions {
   // fits and scores best on validation was the largest one that fits; each further mix costs a
   // llama-quantize and two evaluations (~7 min on Qwen-1.5B, 2 cores).
   int max_mixes = 2;
-  std::string eval_text;               // the report; default ../shared/data/text/wiki.test.raw
+  // The report texts (test_text_path: wiki, python or paths; default wiki): the first gives the
+  // table, the front and the picture; the others add gamma's file's and each mix's KLD on them.
+  std::vector<std::string> eval_texts;
   // Choose: a file's validation score is the sum of its mean KLDs on these ("wiki":
   // wiki.valid.tokens, "python": python-calib.txt's held-back end, or paths); default wiki.
   std::vector<std::string> valid_texts;
@@ -76,8 +78,10 @@ struct RunOptions {
   std::string min_decode, min_prefill;
   int bench_rounds = 2;
   // Device budget (speed/memory.h): llama.cpp's whole allocation to run the file with `ctx`
-  // tokens of context (KV cache of `kv_type`, "" = f16) at most `memory` ("2GiB"; "" = none).
-  std::string memory, kv_type;
+  // tokens of context (KV cache of `kv_type`, "" = f16) at most `memory_bytes` (0: none; the CLI
+  // parses "2GiB" once).
+  uint64_t memory_bytes = 0;
+  std::string kv_type;
   int ctx = 0;
   bool dry_run = false;                // print the plan of work, its time and disk, and stop
   int threads = 0;                     // 0: all cores

@@ -22,14 +22,16 @@ namespace fs = std::filesystem;
 namespace gm::run {
 
 bool speed_budget(const Env& e) { return !e.o.min_decode.empty() || !e.o.min_prefill.empty(); }
-bool memory_budget(const Env& e) { return !e.o.memory.empty(); }
+bool memory_budget(const Env& e) { return e.o.memory_bytes > 0; }
 
 Status measure_memory(Env& e) {
   if (!memory_budget(e)) return Status::ok();
-  GAMMA_ASSIGN_OR_RETURN(e.memory_bytes, solve::parse_size(e.o.memory));
   GAMMA_ASSIGN_OR_RETURN(speed::MemoryUse u, speed::memory_use(e.model, e.o.ctx, e.o.kv_type, std::stoi(e.T)));
+  // Each solve of the run reads this measurement instead of making it again.
+  e.memory_source = fmt::format("{}/memory-source-c{}{}.json", e.W, e.o.ctx, e.o.kv_type);
+  GAMMA_RETURN_IF_ERROR(speed::save_memory_use(e.memory_source, u, e.o.ctx, e.o.kv_type));
   std::printf("   memory budget %s at %d tokens of context: KV cache %s, compute buffers %s (llama.cpp's, on the source)\n",
-              solve::format_size(e.memory_bytes).c_str(), e.o.ctx, solve::format_size(u.context).c_str(),
+              solve::format_size(e.o.memory_bytes).c_str(), e.o.ctx, solve::format_size(u.context).c_str(),
               solve::format_size(u.compute).c_str());
   std::fflush(stdout);
   e.source_memory = u;
@@ -50,13 +52,9 @@ Status make_speed_table(Env& e, const Manifest& m) {
   }
   GAMMA_ASSIGN_OR_RETURN(speed::CostTable t, speed::CostTable::load(e.speed));
   GAMMA_RETURN_IF_ERROR(t.covers(m).with_context(e.speed));
-  for (auto [arg, decode, out] : {std::make_tuple(&e.o.min_decode, true, &e.min_decode_tps),
-                                  std::make_tuple(&e.o.min_prefill, false, &e.min_prefill_tps)}) {
-    if (arg->empty()) continue;
-    auto v = speed::speed_target(*arg, m, t, decode);
-    if (!v.is_ok()) return v.status().with_context(decode ? "--min-decode" : "--min-prefill");
-    *out = *v;
-  }
+  GAMMA_ASSIGN_OR_RETURN(speed::SpeedTargets st, speed::speed_targets(e.o.min_decode, e.o.min_prefill, m, t));
+  e.min_decode_tps = st.decode_tps;
+  e.min_prefill_tps = st.prefill_tps;
   std::printf("   speed budget: decode >= %.2f, prompts >= %.1f tokens/s by the speed table (0: none)\n", e.min_decode_tps,
               e.min_prefill_tps);
   std::fflush(stdout);  // before any error line on stderr
@@ -68,14 +66,14 @@ std::string budgets_tag(const Env& e) {
   std::string t;
   if (e.min_decode_tps > 0) t += fmt::format("-tg{}", e.min_decode_tps);
   if (e.min_prefill_tps > 0) t += fmt::format("-pp{}", e.min_prefill_tps);
-  if (e.memory_bytes > 0) t += fmt::format("-mem{}c{}{}", e.memory_bytes, e.o.ctx, e.o.kv_type);
+  if (e.o.memory_bytes > 0) t += fmt::format("-mem{}c{}{}", e.o.memory_bytes, e.o.ctx, e.o.kv_type);
   return t;
 }
 
 std::vector<std::string> speed_args(const Env& e) {
   std::vector<std::string> a;
   if (memory_budget(e)) {
-    a = {"--memory", std::to_string(e.memory_bytes), "--ctx", std::to_string(e.o.ctx), "-t", e.T};
+    a = {"--memory", std::to_string(e.o.memory_bytes), "--ctx", std::to_string(e.o.ctx), "--memory-source", e.memory_source};
     if (!e.o.kv_type.empty()) a.insert(a.end(), {"--kv-type", e.o.kv_type});
   }
   if (!speed_budget(e)) return a;
@@ -91,7 +89,7 @@ Result<std::vector<HeadRule>> meeting_speed(const Env& e, const Manifest& man, u
   GAMMA_ASSIGN_OR_RETURN(scores::Scores st, scores::Scores::from_manifest(man));
   solve::SpeedBudget sb;
   if (e.table) sb.table = &*e.table, sb.min_decode_tps = e.min_decode_tps, sb.min_prefill_tps = e.min_prefill_tps;
-  if (e.source_memory) sb.memory_bytes = e.memory_bytes, sb.source = &*e.source_memory;
+  if (e.source_memory) sb.memory_bytes = e.o.memory_bytes, sb.source = &*e.source_memory;
   std::vector<HeadRule> out;
   Status last;
   for (const auto& r : rules) {
@@ -175,7 +173,7 @@ Status bench_rows(Env& e, json& summary, uint64_t budget) {
         r["predicted_by"] = priced ? "speed table" : "gamma speed (the table does not price this file's types)";
       }
   if (memory_budget(e))
-    summary["memory"] = {{"memory_bytes", e.memory_bytes}, {"ctx", e.o.ctx}, {"kv_type", e.o.kv_type.empty() ? "f16" : e.o.kv_type},
+    summary["memory"] = {{"memory_bytes", e.o.memory_bytes}, {"ctx", e.o.ctx}, {"kv_type", e.o.kv_type.empty() ? "f16" : e.o.kv_type},
                          {"source", e.source_memory->to_json()}, {"check", out}};
   summary["threads"] = std::stoi(e.T);
   if (!speed_budget(e)) return Status::ok();

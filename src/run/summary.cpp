@@ -71,7 +71,7 @@ Result<json> front_point(Env& e, const Manifest& man, const std::vector<Scorer>&
 // With a speed budget a mix must also meet it as llama-bench measured it, with a memory budget
 // fit it as llama.cpp allocated it (`measured`, the summary's mix rows in the same order).
 bool meets_speed(const Env& e, const json& row) {
-  if (memory_budget(e) && !(row.contains("memory") && row["memory"]["total"].get<uint64_t>() <= e.memory_bytes)) return false;
+  if (memory_budget(e) && !(row.contains("memory") && row["memory"]["total"].get<uint64_t>() <= e.o.memory_bytes)) return false;
   if (!speed_budget(e)) return true;
   if (!row.contains("tg128")) return false;
   return row["tg128"].get<double>() >= e.min_decode_tps && row["pp512"].get<double>() >= e.min_prefill_tps;
@@ -98,6 +98,12 @@ json verdict_of(const Env& e, const std::vector<MixRow>& mixes, const json& meas
   return verdict;
 }
 
+// A row's KLD on one of the other report texts.
+json also_entry(const std::string& text, const EvalResult& ev) {
+  return {{"text", text}, {"kld_mean", *ev.kld->mean}, {"kld_stderr", *ev.kld->mean_stderr}, {"top1", *ev.kld->top1},
+          {"ppl", *ev.perplexity->ppl}};
+}
+
 uint64_t dir_bytes(const std::string& dir) {
   uint64_t disk = 0;
   std::error_code ec;
@@ -122,6 +128,7 @@ Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& s
   summary["feasible_bytes"] = {range.min, range.max};
   summary["validation"] = {{"text", e.valid_paths()}, {"ctx", o.eval_ctx}, {"chunks", e.valid.front().chunks}};
   summary["report"] = {{"text", e.report.path}, {"ctx", o.eval_ctx}, {"chunks", e.report.chunks}};
+  for (const auto& t : e.also) summary["report"]["also"].push_back(t.path);
   summary["scorers"] = json::array();
   for (const auto& s : scorers) summary["scorers"].push_back({{"name", s.name}, {"solve_args", s.args}});
   summary["tried"] = json::array();
@@ -130,12 +137,17 @@ Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& s
   summary["max_kld_probes"] = probes;
   GAMMA_ASSIGN_OR_RETURN(EvalResult mine, eval_file(e, out, out.substr(0, out.size() - 5), e.report));
   summary["rows"] = json::array({report_row("gamma (" + best.name + ")", out, mine, best.kld)});
+  for (const auto& t : e.also) {
+    GAMMA_ASSIGN_OR_RETURN(EvalResult a, eval_file(e, out, out.substr(0, out.size() - 5), t));
+    summary["rows"][0]["also"].push_back(also_entry(t.path, a));
+  }
   summary["mixes"] = json::array();
   summary["front"] = json::array({summary["rows"][0]});
   std::map<std::string, json> measured;  // plan (modules + fixed types) -> its report row
   if (auto pl = Plan::load(best.plan); pl.is_ok()) measured[json{pl->modules, pl->fixed}.dump()] = summary["rows"][0];
   for (const auto& m : mixes) {
     json row = report_row("llama.cpp " + m.name, m.path, m.report, m.valid_kld);
+    for (size_t i = 0; i < m.also.size() && i < e.also.size(); ++i) row["also"].push_back(also_entry(e.also[i].path, m.also[i]));
     row["predicted_bytes"] = m.predicted;
     row["fits_budget"] = m.fits;
     summary["mixes"].push_back(row);
@@ -257,6 +269,17 @@ void print_summary(const Env& e, const json& summary, const std::string& json_pa
                 std::isnan(vk) ? "" : fmt::format("{:.6f}", vk).c_str(), r["kld_mean"].get<double>(),
                 r["kld_stderr"].get<double>(), 100 * r["top1"].get<double>(), r["ppl"].get<double>(), tps.c_str());
   }
+  // The other report texts: gamma's file and each mix, same chunks for all.
+  for (size_t i = 0; i < e.also.size(); ++i) {
+    std::printf("\nalso on %s (%d chunks of %d):\n", fs::path(e.also[i].path).filename().c_str(), e.also[i].chunks,
+                o.eval_ctx);
+    for (const auto& r : summary["rows"])
+      if (r.contains("also") && r["also"].size() > i)
+        std::printf("  %-34s %13llu %11.6f ± %.6f %7.2f%% %9.4f\n", r["label"].get<std::string>().c_str(),
+                    (unsigned long long)r["file_bytes"].get<uint64_t>(), r["also"][i]["kld_mean"].get<double>(),
+                    r["also"][i]["kld_stderr"].get<double>(), 100 * r["also"][i]["top1"].get<double>(),
+                    r["also"][i]["ppl"].get<double>());
+  }
   if (speed) {
     const json& g = summary["rows"][0];
     std::printf("\nspeed budget: decode >= %.2f, prompts >= %.1f tokens/s (0: none); llama-bench here, %d threads, each file's "
@@ -302,10 +325,16 @@ void print_sweep(const Env& e, const json& sweep) {
   for (const auto& s : sweep["sizes"]) {
     const json& g = s["rows"][0];
     const json& v = s["verdict"];
-    std::printf("  %-14s %13llu %-28s %12.6f %11.6f ± %.6f  %s\n", s["target"]["size"].get<std::string>().c_str(),
+    std::string also;
+    if (g.contains("also"))
+      for (const auto& a : g["also"])
+        also += fmt::format("  {}: {:.6f} ± {:.6f}", fs::path(a["text"].get<std::string>()).filename().string(),
+                            a["kld_mean"].get<double>(), a["kld_stderr"].get<double>());
+    std::printf("  %-14s %13llu %-28s %12.6f %11.6f ± %.6f  %s%s\n", s["target"]["size"].get<std::string>().c_str(),
                 (unsigned long long)g["file_bytes"].get<uint64_t>(), s["chosen"]["name"].get<std::string>().c_str(),
                 s["chosen"]["valid_kld"].get<double>(), g["kld_mean"].get<double>(), g["kld_stderr"].get<double>(),
-                v["winner"] == "llama.cpp" ? ("llama.cpp " + v["mix"].get<std::string>() + " beats it").c_str() : "gamma");
+                v["winner"] == "llama.cpp" ? ("llama.cpp " + v["mix"].get<std::string>() + " beats it").c_str() : "gamma",
+                also.c_str());
   }
   std::printf("summary: %s (total %s)\n", (e.W + "/sweep.json").c_str(), hms(e.elapsed()).c_str());
 }

@@ -101,13 +101,9 @@ Result<Outcome> solve_request(const Manifest& m, const Request& r) {
     if (!r.speed.empty()) {
       GAMMA_ASSIGN_OR_RETURN(table, speed::CostTable::load(r.speed));
       sp.table = &*table;
-      for (auto [arg, decode, out] : {std::make_tuple(&r.min_decode, true, &sp.min_decode_tps),
-                                      std::make_tuple(&r.min_prefill, false, &sp.min_prefill_tps)}) {
-        if (arg->empty()) continue;
-        auto v = speed::speed_target(*arg, m, *table, decode);
-        if (!v.is_ok()) return v.status().with_context(decode ? "--min-decode" : "--min-prefill");
-        *out = *v;
-      }
+      GAMMA_ASSIGN_OR_RETURN(speed::SpeedTargets st, speed::speed_targets(r.min_decode, r.min_prefill, m, *table));
+      sp.min_decode_tps = st.decode_tps;
+      sp.min_prefill_tps = st.prefill_tps;
     }
     GAMMA_ASSIGN_OR_RETURN(a, alloc.solve(*r.budget, sp));
     if (table) {

@@ -18,6 +18,36 @@ json MemoryUse::to_json() const {
           {"total", total()},         {"file_bytes", file_bytes}, {"repacked", repacked}};
 }
 
+Status save_memory_use(const std::string& path, const MemoryUse& u, int n_ctx, const std::string& kv_type) {
+  json j = json_header("gamma.memory", 1);
+  j["ctx"] = n_ctx;
+  j["kv_type"] = kv_type.empty() ? "f16" : kv_type;
+  j["use"] = u.to_json();
+  return write_json(path, j);
+}
+
+Result<MemoryUse> load_memory_use(const std::string& path, int n_ctx, const std::string& kv_type, uint64_t source_bytes) {
+  GAMMA_ASSIGN_OR_RETURN(json j, read_json(path, "gamma.memory", 1));
+  MemoryUse u;
+  try {
+    const std::string kv = kv_type.empty() ? "f16" : kv_type;
+    if (j.at("ctx").get<int>() != n_ctx || j.at("kv_type").get<std::string>() != kv)
+      return Status::errorf("{}: measured at {} tokens ({} KV cache), not {} ({})", path, j.at("ctx").get<int>(),
+                            j.at("kv_type").get<std::string>(), n_ctx, kv);
+    const json& x = j.at("use");
+    u.model = x.at("model").get<uint64_t>();
+    u.context = x.at("context").get<uint64_t>();
+    u.compute = x.at("compute").get<uint64_t>();
+    u.file_bytes = x.at("file_bytes").get<uint64_t>();
+    u.repacked = x.at("repacked").get<uint64_t>();
+  } catch (const json::exception& e) {
+    return Status::errorf(Status::Code::kCorrupt, "{}: {}", path, e.what());
+  }
+  if (u.file_bytes != source_bytes)
+    return Status::errorf("{}: measured on a file of {} bytes, the pool's source has {}", path, u.file_bytes, source_bytes);
+  return u;
+}
+
 uint64_t repacked_bytes(const std::vector<Weight>& ws) {
   uint64_t n = 0;
   for (const auto& w : ws) {

@@ -33,6 +33,12 @@ struct MemoryUse {
   json to_json() const;
 };
 
+// A measured allocation kept as a file (schema gamma.memory), with what it was measured for, so
+// the processes of one `gamma run` share one measurement: load fails in one line when the file
+// was measured for another context, KV type or source size.
+Status save_memory_use(const std::string& path, const MemoryUse& u, int n_ctx, const std::string& kv_type);
+Result<MemoryUse> load_memory_use(const std::string& path, int n_ctx, const std::string& kv_type, uint64_t source_bytes);
+
 // Bytes of the weights llama.cpp would repack.
 uint64_t repacked_bytes(const std::vector<Weight>& ws);
 // What llama.cpp allocates for a file of the source's model of `file_bytes` whose repacked

@@ -417,6 +417,19 @@ Result<double> speed_target(const std::string& arg, const Manifest& m, const Cos
   return decode ? s.decode_tps : s.prefill_tps;
 }
 
+Result<SpeedTargets> speed_targets(const std::string& min_decode, const std::string& min_prefill, const Manifest& m,
+                                   const CostTable& t) {
+  SpeedTargets out;
+  for (auto [arg, decode, dst] : {std::make_tuple(&min_decode, true, &out.decode_tps),
+                                  std::make_tuple(&min_prefill, false, &out.prefill_tps)}) {
+    if (arg->empty()) continue;
+    auto v = speed_target(*arg, m, t, decode);
+    if (!v.is_ok()) return v.status().with_context(decode ? "--min-decode" : "--min-prefill");
+    *dst = *v;
+  }
+  return out;
+}
+
 Result<CostTable> cost_table(const Manifest& m, CostModel& cm, const std::string& llama_bench,
                              const std::string& reference) {
   CostTable t;

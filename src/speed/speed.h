@@ -143,6 +143,13 @@ struct CostTable {
 // the prediction's absolute error moved by 10-19 % between runs on this machine while the ratio
 // of two files' predictions held within 2 % (results/speed_model/goal_qwen/).
 Result<double> speed_target(const std::string& arg, const Manifest& m, const CostTable& t, bool decode);
+// --min-decode and --min-prefill (either may be empty: 0) resolved by speed_target, an error
+// naming its option.
+struct SpeedTargets {
+  double decode_tps = 0, prefill_tps = 0;
+};
+Result<SpeedTargets> speed_targets(const std::string& min_decode, const std::string& min_prefill, const Manifest& m,
+                                   const CostTable& t);
 // What speed_target checks before any table exists: a number >= 0, or a file that exists.
 Status check_speed_target(const std::string& arg);
 

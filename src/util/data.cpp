@@ -45,6 +45,12 @@ Result<std::string> default_calibration_file() {
   return path;
 }
 
+std::string test_text_path(const std::string& name) {
+  if (name == "wiki") return shared_data_dir() + "/text/wiki.test.raw";
+  if (name == "python") return shared_data_dir() + "/text/python-eval.txt";
+  return name;
+}
+
 std::string validation_text_path(const std::string& name, const std::string& work_dir) {
   if (name == "wiki") return shared_data_dir() + "/text/wiki.valid.tokens";
   if (name == "python") return work_dir + "/python-valid.txt";

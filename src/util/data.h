@@ -36,6 +36,9 @@ Result<std::string> default_calibration_file();
 // A validation text by name: "wiki" (text/wiki.valid.tokens) or "python" (python-calib.txt
 // from kPythonValidFrom on, made as `work_dir`/python-valid.txt); anything else is a path.
 std::string validation_text_path(const std::string& name, const std::string& work_dir);
+// A test (report) text by name: "wiki" (text/wiki.test.raw) or "python" (text/python-eval.txt),
+// the two the protocol reports on; anything else is a path.
+std::string test_text_path(const std::string& name);
 // The file the text is read from before it is made (python-calib.txt for "python").
 std::string validation_text_source(const std::string& name);
 // Writes the named text that validation_text_path() puts in `work_dir` (a no-op for the others).
