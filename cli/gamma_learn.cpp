@@ -87,6 +87,7 @@ int learn_main(int argc, char** argv) {
   app.add_option("--dnas-beta", o.dnas_beta, "beta of --penalty dnas")->capture_default_str();
   app.add_option("--dnas-gamma", o.dnas_gamma, "gamma of --penalty dnas")->capture_default_str();
   app.add_option("--measure-every", o.measure_every, "with --forcing sublayer: every Nth step also measures each candidate's loss change in the sampled assignment (SCORES.json \"delta\", solved by gamma solve --transform delta); 0: off")->capture_default_str();
+  app.add_option("--converge", o.converge, "with --measure-every and --visit-steps > 1: end a visit once every module of its layers has its mean measured deltas within this standard error, relative to its largest |mean| (from its 3rd measurement on); 0: every step of every visit")->capture_default_str();
   app.add_option("--tau", o.tau, "Gumbel-softmax temperature")->capture_default_str();
   app.add_option("--tau-end", o.tau_end, "anneal tau exponentially to this by the last step (0: fixed)")->capture_default_str();
   app.add_option("--init", init, "initial logits: tilt (on budget, no preference) or uniform")->capture_default_str();

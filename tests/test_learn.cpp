@@ -957,6 +957,47 @@ TEST(Learn, CheckpointRoundTripsAndADamagedOneIsRefused) {
   EXPECT_FALSE(fs::exists(b));
 }
 
+// --converge: a visit ends once every module's mean deltas have a standard error below the
+// tolerance (relative to its largest |mean|), from its 3rd measurement on: fewer steps run, each early end recorded
+// with the change that ended it; a zero tolerance runs the whole schedule; a kill and rerun ends
+// with the same scores; without measurements it is refused in one line.
+TEST(Learn, ConvergeEndsVisitsWhenTheDeltasStopMoving) {
+  TempDir dir;
+  const std::string pool = make_pool(dir);
+  const std::string flags = " --bpw 9.0 --steps 41 --layers-per-step 1 --visit-steps 8 --forcing sublayer --estimator st"
+                            " --measure-every 2 --checkpoint-every 3 --seed 4";
+  const std::string full = dir / "full.json", conv = dir / "conv.json", killed = dir / "killed.json";
+  ASSERT_EQ(gm::testing::gamma(learn_args(dir, pool, full) + flags).exit_code, 0);
+  auto r = gm::testing::gamma(learn_args(dir, pool, conv) + flags + " --converge 0.65");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json jf = load(full), jc = load(conv);
+  EXPECT_EQ(jf["final"]["steps_run"], 41);
+  EXPECT_FALSE(jf.contains("convergence"));
+  EXPECT_DOUBLE_EQ(jc["hyperparameters"]["converge"].get<double>(), 0.65);
+  ASSERT_GT(jc["convergence"].size(), 0u) << jc.dump();
+  int skipped = 0;
+  for (const auto& c : jc["convergence"]) {
+    EXPECT_GE(c["measurements"].get<int>(), 3) << c.dump();
+    EXPECT_LT(c["change"].get<double>(), 0.65) << c.dump();
+    skipped += c["skipped_steps"].get<int>();
+  }
+  EXPECT_EQ(jc["final"]["steps_run"].get<int>() + skipped, 41);
+  EXPECT_EQ(jc["final"]["steps"], 41);
+  for (const auto& [name, m] : jc["modules"].items()) EXPECT_GE(m["delta_n"].get<int>(), 3) << name;
+  // Resumed from a checkpoint taken after a visit ended early: the same scores.
+  auto rk = gm::testing::run("GAMMA_TEST_KILL_AT_STEP=20 " + gm::testing::gamma_cli() + " " +
+                             learn_args(dir, pool, killed) + flags + " --converge 0.65");
+  EXPECT_NE(rk.exit_code, 0);
+  auto rr = gm::testing::gamma(learn_args(dir, pool, killed) + flags + " --converge 0.65");
+  ASSERT_EQ(rr.exit_code, 0) << rr.output;
+  EXPECT_EQ(load(killed)["modules"], jc["modules"]);
+  EXPECT_EQ(load(killed)["convergence"], jc["convergence"]);
+  auto rb = gm::testing::gamma(learn_args(dir, pool, dir / "b.json") + " --bpw 9.0 --steps 2 --converge 0.1");
+  EXPECT_EQ(rb.exit_code, 1);
+  EXPECT_NE(rb.output.find("--converge ends a visit when its measured deltas stop moving"), std::string::npos) << rb.output;
+  EXPECT_FALSE(fs::exists(dir / "b.json"));
+}
+
 TEST(Learn, BadInputsFailWithOneLineAndWriteNothing) {
   TempDir dir;
   const std::string pool = make_pool(dir);

@@ -45,6 +45,7 @@ Result<Checkpoint> Checkpoint::from_json(const json& j, const std::string& sourc
   GAMMA_ASSIGN_OR_RETURN(c.seconds, finite_at(j, "seconds", source));
   if (!j.contains("curve") || !j["curve"].is_array()) return bad(source, "field 'curve' is not an array");
   c.curve = j["curve"];
+  if (j.contains("convergence") && j["convergence"].is_array()) c.convergence = j["convergence"];
   if (!j.contains("modules") || !j["modules"].is_array()) return bad(source, "field 'modules' is not an array");
   for (const auto& m : j["modules"]) {
     if (!m.is_object() || !m.contains("name") || !m["name"].is_string()) return bad(source, "a module without a name");
@@ -61,6 +62,11 @@ Result<Checkpoint> Checkpoint::from_json(const json& j, const std::string& sourc
       if (!m.contains("dn") || !m["dn"].is_number_integer() || m["dn"].get<int64_t>() < 0)
         return bad(source, fmt::format("module {}: field 'dn' is not a count", mod.name));
       mod.dn = m["dn"].get<int64_t>();
+      if (m.contains("dsum2")) {
+        GAMMA_ASSIGN_OR_RETURN(mod.dsum2, finite_array(m, "dsum2", source));
+        if (mod.dsum2.size() != mod.pi.size())
+          return bad(source, fmt::format("module {}: dsum2 and pi differ in length", mod.name));
+      }
     }
     c.modules.push_back(std::move(mod));
   }
@@ -80,9 +86,11 @@ json Checkpoint::to_json() const {
   for (const auto& m : modules) {
     ms.push_back({{"name", m.name}, {"pi", m.pi}, {"m", m.m}, {"v", m.v}});
     if (!m.dsum.empty()) ms.back()["dsum"] = m.dsum, ms.back()["dn"] = m.dn;
+    if (!m.dsum2.empty()) ms.back()["dsum2"] = m.dsum2;
   }
   c["modules"] = ms;
   c["curve"] = curve;
+  c["convergence"] = convergence;
   return c;
 }
 

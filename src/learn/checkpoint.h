@@ -21,6 +21,7 @@ struct Checkpoint {
   double mse_ref = 0, mse_eval_init = 0;
   double seconds = 0;  // optimisation time so far
   json curve = json::array();
+  json convergence = json::array();  // --converge: the visits ended early so far
   struct Module {
     std::string name;
     std::vector<double> pi, m, v;  // logits and Adam moments, one per candidate
@@ -28,6 +29,7 @@ struct Checkpoint {
     // (absent in older checkpoints: none yet).
     std::vector<double> dsum;
     int64_t dn = 0;
+    std::vector<double> dsum2;  // their squares' sums (--converge; absent: none kept)
   };
   std::vector<Module> modules;
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -126,6 +127,7 @@ struct Mod {
   // --measure-every: summed measured loss change per candidate, and how many measurements.
   std::vector<double> dsum;
   int64_t dn = 0;
+  std::vector<double> dsum2;  // and their squares (--converge: the mean's standard error)
 };
 
 struct State {
@@ -135,6 +137,7 @@ struct State {
   double mse_eval_init = 0;  // eval_mse at the initial logits
   json curve = json::array();
   double seconds = 0;  // optimisation time before this process (resumed runs)
+  json convergence = json::array();  // --converge: each visit ended early (its step, measurements, change)
 };
 
 using Weights = std::vector<std::vector<double>>;  // per module, one weight per candidate
@@ -191,6 +194,7 @@ json hyperparameters(const LearnOptions& o, const std::string& cache_key, int n_
   if (o.layer_loss != TokenWeights::kNone) h["layer_loss"] = choice_name(o.layer_loss);
   if (o.penalty == Penalty::kDnas) h["dnas"] = {{"beta", o.dnas_beta}, {"gamma", o.dnas_gamma}};
   if (o.measure_every > 0) h["measure_every"] = o.measure_every;
+  if (o.converge > 0) h["converge"] = o.converge;
   h["mse_unit"] = "step-0 MSE";
   h["calib_tokens"] = int64_t(n_seq) * o.calib.seq_len;
   h["seq_len"] = o.calib.seq_len;
@@ -228,6 +232,9 @@ Status validate(const LearnOptions& o) {
   if (o.measure_every < 0) return Status::errorf("--measure-every must be >= 0 (got {})", o.measure_every);
   if (o.measure_every > 0 && (o.forcing != Forcing::kSublayer || o.objective != Objective::kMse))
     return Status::error("--measure-every measures with cached candidate outputs: it needs --forcing sublayer");
+  if (!(o.converge >= 0) || o.converge >= 1) return Status::errorf("--converge must be in [0, 1) (got {})", o.converge);
+  if (o.converge > 0 && (o.measure_every == 0 || o.visit_steps < 2))
+    return Status::error("--converge ends a visit when its measured deltas stop moving: it needs --measure-every and --visit-steps > 1");
   if (o.checkpoint_every < 1) return Status::errorf("--checkpoint-every must be at least 1 (got {})", o.checkpoint_every);
   for (const auto& f : o.calib.text_files)
     if (fs::path(f).filename() == "wiki.test.raw")
@@ -265,6 +272,10 @@ class StageOne {
   Result<double> layer_mse(int l, const std::vector<int>& seqs, const Weights& w, double scale, bool measure);
   // Whether a step also measures its candidates' loss changes (--measure-every).
   bool measured(int step) const { return opt_.measure_every > 0 && step % opt_.measure_every == 0; }
+  // After the last measurement, the largest standard error of a module's mean deltas relative
+  // to its largest |mean|, and the fewest measurements a module of those layers has (--converge).
+  double change_ = 1;
+  int64_t min_dn_ = 0;
   // Layer l's measured loss changes (rows r0.. of its visit) into dstep_.
   Status measure(int l, const std::array<ModuleMix, 7>& mix, int r0);
   Result<double> eval_mse(const Weights& w);
@@ -365,6 +376,7 @@ Result<std::unique_ptr<StageOne>> StageOne::open(const LearnOptions& opt) {
   for (size_t i = 0; i < n; ++i) {
     s->dstep_[i].assign(s->mods_[i].K, 0.0);
     if (opt.measure_every > 0) s->mods_[i].dsum.assign(s->mods_[i].K, 0.0);
+    if (opt.converge > 0) s->mods_[i].dsum2.assign(s->mods_[i].K, 0.0);
   }
   s->by_layer_.resize(size_t(L));
   for (auto& a : s->by_layer_) a.fill(-1);
@@ -506,12 +518,14 @@ Status StageOne::resume(LearnResult* result) {
   st_.mse_ref = ck->mse_ref;
   st_.mse_eval_init = ck->mse_eval_init;
   st_.curve = ck->curve;
+  st_.convergence = ck->convergence;
   st_.seconds = ck->seconds;
   for (size_t i = 0; i < mods_.size(); ++i) {
     mods_[i].pi = ck->modules[i].pi;
     mods_[i].m = ck->modules[i].m;
     mods_[i].v = ck->modules[i].v;
     if (!ck->modules[i].dsum.empty()) mods_[i].dsum = ck->modules[i].dsum, mods_[i].dn = ck->modules[i].dn;
+    if (!ck->modules[i].dsum2.empty()) mods_[i].dsum2 = ck->modules[i].dsum2;
   }
   result->resumed_from = st_.step;
   return Status::ok();
@@ -544,7 +558,8 @@ Status StageOne::save_checkpoint(double seconds) const {
   c.mse_eval_init = st_.mse_eval_init;
   c.seconds = seconds;
   c.curve = st_.curve;
-  for (const auto& m : mods_) c.modules.push_back({m.e->name, m.pi, m.m, m.v, m.dsum, m.dn});
+  c.convergence = st_.convergence;
+  for (const auto& m : mods_) c.modules.push_back({m.e->name, m.pi, m.m, m.v, m.dsum, m.dn, m.dsum2});
   return c.save(ckpt_path_);
 }
 
@@ -726,15 +741,35 @@ Result<double> StageOne::task_mse(int step, const std::vector<int>& seqs, const 
     ++ran;
   }
   GAMMA_RETURN_IF_ERROR(reduce(mse_layers, measure_now));
-  if (measure_now)  // every rank adds every layer's measurement (reduced above)
+  if (measure_now) {  // every rank adds every layer's measurement (reduced above), so all decide alike
+    change_ = 0;
+    min_dn_ = INT64_MAX;
     for (int l : layers)
       for (int k = 0; k < 7; ++k)
         if (const int mi = by_layer_[size_t(l)][size_t(k)]; mi >= 0) {
           Mod& m = mods_[size_t(mi)];
-          for (size_t j = 0; j < m.K; ++j) m.dsum[j] += dstep_[size_t(mi)][j];
+          for (size_t j = 0; j < m.K; ++j) {
+            m.dsum[j] += dstep_[size_t(mi)][j];
+            if (!m.dsum2.empty()) m.dsum2[j] += dstep_[size_t(mi)][j] * dstep_[size_t(mi)][j];
+          }
           ++m.dn;
+          min_dn_ = std::min(min_dn_, m.dn);
+          // The mean's standard error against the module's largest |mean| (its scale in the
+          // knapsack): the measurements of the sampled assignments scatter, so the mean moves
+          // by ~1/n at every step whatever n; its error falls as 1/sqrt(n) only while they agree.
+          if (!m.dsum2.empty() && m.dn >= 2) {
+            double se = 0, scale = 0;
+            const double n = double(m.dn);
+            for (size_t j = 0; j < m.K; ++j) {
+              const double mean = m.dsum[j] / n, var = std::max(0.0, m.dsum2[j] / n - mean * mean) * n / (n - 1);
+              se = std::max(se, std::sqrt(var / n));
+              scale = std::max(scale, std::fabs(mean));
+            }
+            if (scale > 0) change_ = std::max(change_, se / scale);
+          }
           dstep_[size_t(mi)].assign(m.K, 0.0);
         }
+  }
   double mse = 0;
   for (int l : layers) mse += mse_layers[size_t(l)] / double(k_step);
   return mse;
@@ -848,6 +883,18 @@ Status StageOne::optimise() {
     st_.step = step + 1;
     st_.curve.push_back({{"step", step}, {"loss", b.loss}, {"mse", mse}, {"bpw", bhat}, {"lambda1", st_.lambda1},
                          {"lambda2", st_.lambda2}, {"tau", tau}, {"seconds", elapsed()}});
+    if (opt_.converge > 0 && measured(step) && min_dn_ >= 2) st_.curve.back()["delta_rel_se"] = change_;
+    // --converge: the visit's measured deltas are known well enough; its remaining steps are skipped.
+    if (const int visit = visit_of(step); opt_.converge > 0 && visit >= 0 && measured(step) && min_dn_ >= 3 &&
+                                          change_ < opt_.converge) {
+      const int end = std::min(opt_.steps, visit_start(visit + 1));
+      if (end > st_.step) {
+        st_.convergence.push_back({{"visit", visit}, {"step", step}, {"measurements", min_dn_}, {"change", change_},
+                                   {"skipped_steps", end - st_.step}});
+        step = end - 1;
+        st_.step = end;
+      }
+    }
     if (bar)
       bar->update(st_.step - start_step_, fmt::format("loss {:.4g} mse {:.4g} b {:.4f} l1 {:.3g} l2 {:.3g}", b.loss, mse,
                                                        bhat, st_.lambda1, st_.lambda2));
@@ -893,8 +940,10 @@ Result<json> StageOne::scores(const LearnResult& result) {
   const json& last = st_.curve.empty() ? json::object() : st_.curve.back();
   out["final"] = {{"bpw_expected", bhat}, {"lambda1", st_.lambda1}, {"lambda2", st_.lambda2}, {"mse_ref", st_.mse_ref},
                   {"mse_eval_init", st_.mse_eval_init}, {"mse_eval", mse_eval},
-                  {"loss", last.value("loss", 0.0)}, {"mse", last.value("mse", 0.0)}, {"steps", st_.step}};
+                  {"loss", last.value("loss", 0.0)}, {"mse", last.value("mse", 0.0)}, {"steps", st_.step},
+                  {"steps_run", st_.curve.size()}};
   out["curve"] = st_.curve;
+  if (opt_.converge > 0) out["convergence"] = st_.convergence;
   const double secs = elapsed();
   const int done_here = opt_.steps - start_step_;
   out["stats"] = {{"seconds", secs},

@@ -128,6 +128,12 @@ struct LearnOptions {
   // which `gamma solve --transform delta` solves on (score = -delta, in the objective's units:
   // layer MSE, additive over modules and layers, so one run serves every budget).
   int measure_every = 0;
+  // > 0 (with measure_every and visits): a visit ends early once, after a measurement, every
+  // module of its layers has its mean loss changes known to within this fraction of its
+  // largest |mean| (the standard error of the mean over its measurements, from the third on):
+  // the answer (the deltas) is measured well enough. Each early end is recorded in the scores
+  // ("convergence": its step, measurements and that relative error).
+  double converge = 0;
   double tau_end = 0;       // > 0: tau anneals exponentially to tau_end over the run
   Init init = Init::kTilt;  // tilt: start on the budget, no module preferred; uniform: pi = 0
   // Warm start (issue 19's ablation): a plan (`gamma solve` of the static proxy or HAWQ-V2 at
