@@ -36,6 +36,7 @@ void add_run(CLI::App& app) {
   c->add_option("--visit-steps", o->visit_steps, "gamma learn steps per layer visit")->capture_default_str();
   c->add_option("--layers-per-step", o->layers_per_step, "gamma learn layers sampled per step (0: all)")->capture_default_str();
   c->add_option("--calib-tokens", o->calib_tokens, "gamma learn calibration tokens")->capture_default_str();
+  c->add_option("--converge", o->converge, "gamma learn: end a layer's visit once its measured deltas are known to this relative standard error (0: the whole schedule)")->capture_default_str();
   c->add_option("--hawq-samples", o->hawq_samples, "gamma hawq Hutchinson probes per layer")->capture_default_str();
   c->add_option("--compare", o->compare, "auto (llama.cpp's mixes that fit the budget and are near it), none, or one mix such as Q3_K_M")->capture_default_str();
   c->add_option("--max-mixes", o->max_mixes, "auto: at most this many mixes inside the budget")->capture_default_str();
@@ -88,6 +89,7 @@ void add_run(CLI::App& app) {
       if (!m.is_ok()) fail_if(m.status().with_context("--memory"));
       o->memory_bytes = *m;
     }
+    if (!(o->converge >= 0 && o->converge < 1)) throw Failure("--converge must be in [0, 1)");
     if (o->eval_chunks < 1 || o->eval_ctx < 8 || o->imatrix_chunks < 1 || o->steps < 0 || o->visit_steps < 1 || o->valid_chunks < 0 || o->max_mixes < 1)
       throw Failure("--chunks, --ctx, --imatrix-chunks, --visit-steps and --max-mixes must be positive (--steps >= 0)");
     fail_if(run_pipeline(*o));

@@ -29,7 +29,7 @@ struct Checkpoint {
     // (absent in older checkpoints: none yet).
     std::vector<double> dsum;
     int64_t dn = 0;
-    std::vector<double> dsum2;  // their squares' sums (--converge; absent: none kept)
+    std::vector<double> dsum2;  // sums of squares of the centred deltas (--converge; absent: none kept)
   };
   std::vector<Module> modules;
 

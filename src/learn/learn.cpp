@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <numeric>
 #include <thread>
 
 #include "gguf_model/model.h"
@@ -127,7 +128,7 @@ struct Mod {
   // --measure-every: summed measured loss change per candidate, and how many measurements.
   std::vector<double> dsum;
   int64_t dn = 0;
-  std::vector<double> dsum2;  // and their squares (--converge: the mean's standard error)
+  std::vector<double> dsum2;  // squares of each measurement's deltas centred on their mean (--converge)
 };
 
 struct State {
@@ -748,20 +749,25 @@ Result<double> StageOne::task_mse(int step, const std::vector<int>& seqs, const 
       for (int k = 0; k < 7; ++k)
         if (const int mi = by_layer_[size_t(l)][size_t(k)]; mi >= 0) {
           Mod& m = mods_[size_t(mi)];
+          const std::vector<double>& d = dstep_[size_t(mi)];
+          // The knapsack takes one candidate per module, so only the differences between a
+          // module's candidates matter: a measurement's deltas centred on their mean over the
+          // candidates lose the common shift of the sampled assignment, most of their scatter.
+          const double c = std::accumulate(d.begin(), d.end(), 0.0) / double(m.K);
           for (size_t j = 0; j < m.K; ++j) {
-            m.dsum[j] += dstep_[size_t(mi)][j];
-            if (!m.dsum2.empty()) m.dsum2[j] += dstep_[size_t(mi)][j] * dstep_[size_t(mi)][j];
+            m.dsum[j] += d[j];
+            if (!m.dsum2.empty()) m.dsum2[j] += (d[j] - c) * (d[j] - c);
           }
           ++m.dn;
           min_dn_ = std::min(min_dn_, m.dn);
-          // The mean's standard error against the module's largest |mean| (its scale in the
-          // knapsack): the measurements of the sampled assignments scatter, so the mean moves
-          // by ~1/n at every step whatever n; its error falls as 1/sqrt(n) only while they agree.
-          if (!m.dsum2.empty() && m.dn >= 2) {
+          // Those centred means' standard error against their largest |value| (the module's
+          // spread of costs in the knapsack).
+          if (!m.dsum2.empty() && m.dn >= 2 && m.K > 1) {
             double se = 0, scale = 0;
             const double n = double(m.dn);
+            const double cbar = std::accumulate(m.dsum.begin(), m.dsum.end(), 0.0) / double(m.K) / n;
             for (size_t j = 0; j < m.K; ++j) {
-              const double mean = m.dsum[j] / n, var = std::max(0.0, m.dsum2[j] / n - mean * mean) * n / (n - 1);
+              const double mean = m.dsum[j] / n - cbar, var = std::max(0.0, m.dsum2[j] / n - mean * mean) * n / (n - 1);
               se = std::max(se, std::sqrt(var / n));
               scale = std::max(scale, std::fabs(mean));
             }

@@ -129,9 +129,10 @@ struct LearnOptions {
   // layer MSE, additive over modules and layers, so one run serves every budget).
   int measure_every = 0;
   // > 0 (with measure_every and visits): a visit ends early once, after a measurement, every
-  // module of its layers has its mean loss changes known to within this fraction of its
-  // largest |mean| (the standard error of the mean over its measurements, from the third on):
-  // the answer (the deltas) is measured well enough. Each early end is recorded in the scores
+  // module of its layers has its mean loss changes, centred on their mean over its candidates
+  // (the knapsack sees only their differences), known to within this fraction of their largest
+  // |value| (the standard error of the mean over its measurements, from the third on): the
+  // answer is measured well enough. Each early end is recorded in the scores
   // ("convergence": its step, measurements and that relative error).
   double converge = 0;
   double tau_end = 0;       // > 0: tau anneals exponentially to tau_end over the run

@@ -50,6 +50,10 @@ struct RunOptions {
   // MSE measures mostly that token). steps 0: 1 + n_layer x
   // visit_steps / layers_per_step (every layer visited once).
   int steps = 0, layers_per_step = 1, visit_steps = 16, calib_tokens = 8192;
+  // gamma learn --converge: a layer's visit ends once its measured deltas are known to this
+  // relative standard error (results/converge_smollm2/: at 0.2, 30 % of the steps and the same
+  // plans but 2 modules of 210); 0: every step of the schedule.
+  double converge = 0.2;
   int hawq_samples = 4, hawq_calib_tokens = 4096;
   // The pool's candidates chosen from an estimate (run/prune.cpp): per module, those within
   // this many steps of HAWQ-V2's plans on the estimate at every size the run makes; -1: every

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Issue 44 item 4: Stage I with --converge against the full schedule, on a finished `gamma run` work
+# directory (its pool, teacher, layers.json and the learn command gamma run gave). For each tolerance:
+# the steps run and seconds (the full schedule measured again in the same conditions), the plans
+# of the raw deltas (gamma) and of the layer-calibrated ones (gamma-cal) at the run's budget, and
+# where a plan differs, gamma compare of the two files on both test texts (16 x 512, paired).
+# Usage: experiments/converge_study.sh RUN_DIR OUT_DIR BPW STEPS SIZE [TOL...]   (GAMMA=... to use a copy)
+# (BPW, STEPS: the run's learn target and schedule, e.g. 4.75 and 481 for SmolLM2's default job.)
+set -euo pipefail
+run=$1 out=$2 bpw=$3 steps=$4 size=$5; shift 5
+tols=${*:-0.2 0.1}
+G=${GAMMA:-$(cd "$(dirname "$0")/.." && pwd)/build/cli/gamma}
+data=$(cd "$(dirname "$0")/../../shared/data" && pwd)
+mkdir -p "$out"
+learn() {  # the command gamma run gives (src/run/scorers.cpp), and --converge $1
+  local tol=$1 f=$out/scores-$1.json
+  [ -f "$f" ] && return 0
+  /usr/bin/time -f "%e s wall, %M KB" "$G" learn "$run/pool" --teacher "$run/teacher-f32.gguf" --bpw "$bpw" --steps "$steps" \
+    --layers-per-step 1 --visit-steps 16 --forcing sublayer --estimator st --measure-every 2 --lr 0.05 --tau-end 0.05 \
+    --layer-loss clip --calib-tokens 8192 --calib "$run/calib.txt" -t 2 -q --converge "$tol" -o "$f" 2> "$out/learn-$tol.time"
+}
+for t in 0 $tols; do learn "$t"; done
+for t in 0 $tols; do
+  "$G" solve "$run/pool" --scores "$out/scores-$t.json" --transform delta --size "$size" -o "$out/plan-$t-gamma.json" > /dev/null
+  "$G" solve "$run/pool" --scores "$out/scores-$t.json" --transform delta --layer-scale "$run/layers.json" --size "$size" \
+    -o "$out/plan-$t-gamma-cal.json" > /dev/null
+done
+for t in $tols; do
+  for v in gamma gamma-cal; do
+    if python3 -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))['modules'] != json.load(open(sys.argv[2]))['modules'])" \
+         "$out/plan-0-$v.json" "$out/plan-$t-$v.json"; then
+      continue  # the same plan: nothing to measure
+    fi
+    for text in wiki.test.raw python-eval.txt; do
+      [ -f "$out/compare-$t-$v-$text.json" ] || "$G" compare "$out/plan-0-$v.json" "$out/plan-$t-$v.json" --pool "$run/pool" \
+        --teacher "$run/teacher-f32.gguf" --text "$data/text/$text" --chunks 16 -t 2 -q -o "$out/compare-$t-$v-$text.json" > /dev/null
+    done
+  done
+done
+python3 - "$out" $tols <<'PY'
+import json, os, sys
+out, tols = sys.argv[1], sys.argv[2:]
+def load(p): return json.load(open(p))
+full = load(f"{out}/scores-0.json")
+rows = ["| --converge | steps run | Stage I seconds | measurements per layer | plan gamma: modules changed | plan gamma-cal: modules changed | paired KLD (converged - full), wiki.test / python-eval |", "|---|---|---|---|---|---|---|"]
+for t in ["0"] + tols:
+    s = load(f"{out}/scores-{t}.json")
+    n = sorted(set(m["delta_n"] for m in s["modules"].values() if "delta_n" in m))
+    cells = []
+    pairs = []
+    for v in ["gamma", "gamma-cal"]:
+        a, b = load(f"{out}/plan-0-{v}.json")["modules"], load(f"{out}/plan-{t}-{v}.json")["modules"]
+        cells.append(str(sum(a[k] != b[k] for k in a)))
+        for text in ["wiki.test.raw", "python-eval.txt"]:
+            p = f"{out}/compare-{t}-{v}-{text}.json"
+            if os.path.exists(p):
+                c = load(p)
+                pairs.append(f"{v} {text}: {-c['a_minus_b']['mean']:+.5f} ± {c['a_minus_b']['stderr']:.5f}")
+    rows.append(f"| {t if t != '0' else 'off (full)'} | {s['final']['steps_run']} of {s['final']['steps']} | {s['stats']['seconds']:.1f} | {n[0]}-{n[-1]} | {cells[0]} | {cells[1]} | {'; '.join(pairs) or 'same plans'} |")
+open(f"{out}/table.md", "w").write("\n".join(rows) + "\n")
+print("\n".join(rows))
+PY
