@@ -37,26 +37,4 @@ for t in $tols; do
     done
   done
 done
-python3 - "$out" $tols <<'PY'
-import json, os, sys
-out, tols = sys.argv[1], sys.argv[2:]
-def load(p): return json.load(open(p))
-full = load(f"{out}/scores-0.json")
-rows = ["| --converge | steps run | Stage I seconds | measurements per layer | plan gamma: modules changed | plan gamma-cal: modules changed | paired KLD (converged - full), wiki.test / python-eval |", "|---|---|---|---|---|---|---|"]
-for t in ["0"] + tols:
-    s = load(f"{out}/scores-{t}.json")
-    n = sorted(set(m["delta_n"] for m in s["modules"].values() if "delta_n" in m))
-    cells = []
-    pairs = []
-    for v in ["gamma", "gamma-cal"]:
-        a, b = load(f"{out}/plan-0-{v}.json")["modules"], load(f"{out}/plan-{t}-{v}.json")["modules"]
-        cells.append(str(sum(a[k] != b[k] for k in a)))
-        for text in ["wiki.test.raw", "python-eval.txt"]:
-            p = f"{out}/compare-{t}-{v}-{text}.json"
-            if os.path.exists(p):
-                c = load(p)
-                pairs.append(f"{v} {text}: {-c['a_minus_b']['mean']:+.5f} ± {c['a_minus_b']['stderr']:.5f}")
-    rows.append(f"| {t if t != '0' else 'off (full)'} | {s['final']['steps_run']} of {s['final']['steps']} | {s['stats']['seconds']:.1f} | {n[0]}-{n[-1]} | {cells[0]} | {cells[1]} | {'; '.join(pairs) or 'same plans'} |")
-open(f"{out}/table.md", "w").write("\n".join(rows) + "\n")
-print("\n".join(rows))
-PY
+python3 "$(dirname "$0")/converge_table.py" "$out" $tols -o "$out/table.md" && cat "$out/table.md"

@@ -52,6 +52,8 @@ gen degrid_smollm2 python3 degrid_types.py "$R/degrid_smollm2" -o "$T/degrid_smo
 check degrid_smollm2/types.md degrid_smollm2/types.json
 gen degrid_qwen python3 teacher_ladder.py "$R/degrid_qwen/ladder" -o "$T/degrid_qwen/ladder.md"
 check degrid_qwen/ladder.md degrid_qwen/ladder.json
+gen converge_smollm2 python3 converge_table.py "$R/converge_smollm2" 0.2 0.1 -o "$T/converge_smollm2/table.md"
+check converge_smollm2/table.md
 gen degrid_qwen python3 degrid_types.py "$R/degrid_qwen" -o "$T/degrid_qwen/types.md"
 check degrid_qwen/types.md degrid_qwen/types.json
 gen degrid_smollm2 python3 degrid_width.py "$R/degrid_smollm2" -o "$T/degrid_smollm2/width.md"
