@@ -2,6 +2,7 @@
 
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -19,13 +20,14 @@
 namespace gm::eval {
 namespace {
 
-// Keep this much disk free after writing a cache.
-constexpr uint64_t kDiskReserve = 1ull << 30;
+// After writing a cache, keep as much again free, up to 1 GiB: a 1 GB cache must not fill the
+// disk the pool writes to, and a 1 MB one must not be refused on a disk with 900 MB free.
+constexpr uint64_t kMaxDiskReserve = 1ull << 30;
 
 bool disk_fits(const std::string& dir, uint64_t bytes) {
   struct statvfs vfs;
   if (::statvfs(dir.c_str(), &vfs) != 0) return false;
-  return uint64_t(vfs.f_bavail) * uint64_t(vfs.f_frsize) > bytes + kDiskReserve;
+  return uint64_t(vfs.f_bavail) * uint64_t(vfs.f_frsize) > bytes + std::min(bytes, kMaxDiskReserve);
 }
 
 uint64_t logprob_file_bytes(int n_ctx, int n_vocab, int n_chunks) {
