@@ -74,14 +74,17 @@ Result<EvalResult> eval_file(Env& e, const std::string& gguf, const std::string&
   return load_eval(out);
 }
 
-bool validated(const Env& e, const std::string& stem) {
-  return std::all_of(e.valid.begin(), e.valid.end(),
-                     [&](const EvalText& t) { return load_eval(e.eval_path(stem, t)).is_ok(); });
+bool validated(const Env& e, const std::string& stem, const std::vector<EvalText>& texts) {
+  return std::all_of(texts.begin(), texts.end(), [&](const EvalText& t) { return load_eval(e.eval_path(stem, t)).is_ok(); });
 }
 
-Result<ValidScore> validate(Env& e, const std::string& gguf, const std::string& stem) {
+bool validated(const Env& e, const std::string& stem) { return validated(e, stem, e.valid); }
+
+Result<ValidScore> validate(Env& e, const std::string& gguf, const std::string& stem) { return validate(e, gguf, stem, e.valid); }
+
+Result<ValidScore> validate(Env& e, const std::string& gguf, const std::string& stem, const std::vector<EvalText>& texts) {
   ValidScore s;
-  for (const auto& t : e.valid) {
+  for (const auto& t : texts) {
     GAMMA_ASSIGN_OR_RETURN(EvalResult r, eval_file(e, gguf, stem, t));
     s.kld += *r.kld->mean;
     s.err = std::hypot(s.err, *r.kld->mean_stderr);  // exact for one text: hypot(0, x) = x

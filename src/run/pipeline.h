@@ -53,6 +53,7 @@ struct Env {
   // --scorers less those the model's architecture has no LibTorch decoder for (hawq, gamma).
   std::vector<std::string> scorers;
   std::vector<EvalText> valid;  // a file's validation score is the sum of its KLDs on these
+  std::vector<EvalText> race;   // the same texts at --race chunks (empty: no race)
   EvalText report;
   std::vector<EvalText> also;  // the other report texts (--text's others)
   ModelSize ms;
@@ -91,8 +92,11 @@ struct ValidScore {
   double kld = 0, err = 0;
   uint64_t file_bytes = 0;
 };
-// Whether every validation eval of STEM is cached (then `gguf` need not exist).
+// Whether every eval of STEM on `texts` (the validation texts, or the race's) is cached (then
+// `gguf` need not exist).
+bool validated(const Env& e, const std::string& stem, const std::vector<EvalText>& texts);
 bool validated(const Env& e, const std::string& stem);
+Result<ValidScore> validate(Env& e, const std::string& gguf, const std::string& stem, const std::vector<EvalText>& texts);
 Result<ValidScore> validate(Env& e, const std::string& gguf, const std::string& stem);
 
 // One row of the report table: `ev` passed load_eval.
@@ -141,15 +145,18 @@ struct Variant {
   int head_steps = 0;                    // how many steps cheaper than that default head_type is
   std::string plan;
   uint64_t bytes = 0;
-  double kld = 0, kld_err = 0;  // validation
+  double kld = 0, kld_err = 0;  // validation (finalists only)
+  double race_kld = 0;          // the race's score (the first --race chunks), when raced
+  bool finalist = true;         // measured on every validation chunk (false: out in the race)
   json speed;                   // the plan's predicted tok/s (plan.info["speed"]), or null
 };
 // Every scorer with the default head and a cheaper head (one and two steps) at `size` bytes:
-// solved, emitted, measured on validation text. Files live in W/at-SIZE/; the candidate GGUFs
+// solved, emitted, measured on validation text (raced first with Env::race: every variant on
+// its chunks, the best --race-keep then on all). Files live in W/at-SIZE/; the candidate GGUFs
 // are removed once measured.
 Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solve::Allocator& stat,
                                          const std::vector<Scorer>& scorers, uint64_t size);
-// The one rule that chooses: the least validation score.
+// The one rule that chooses: the least validation score among the finalists.
 const Variant& best_of(const std::vector<Variant>& vs);
 json variant_json(const Variant& v);
 // Emits `v`'s plan to `gguf` unless it is there already.

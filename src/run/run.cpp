@@ -62,6 +62,7 @@ Status set_up(Env& e) {
   }
   for (const auto& v : valid_names(o)) {
     e.valid.push_back({validation_text_path(v, e.W), valid_chunks, true});
+    if (o.race_chunks > 0 && o.race_chunks < valid_chunks) e.race.push_back({e.valid.back().path, o.race_chunks, true});
     texts.push_back(validation_text_source(v));
   }
   if (o.calib.empty())

@@ -74,6 +74,13 @@ struct RunOptions {
   std::vector<std::string> valid_texts;
   int eval_ctx = 512, eval_chunks = 8;
   int valid_chunks = 0;                // 0: eval_chunks
+  // Race the variants (issue 44, "comparisons that cost what they tell"): each is measured on
+  // the first race_chunks chunks of every validation text, and only the race_keep best of that
+  // on all valid_chunks; the least of those full scores chooses. 0: every variant on every
+  // chunk. In the six gamma runs measured (experiments/race_sim.py, results/race/), 1 chunk
+  // and the best 3 chose the very file the full measurement chose, for 29 % of the chunk
+  // evaluations.
+  int race_chunks = 1, race_keep = 3;
   bool front = true;                   // gamma's chosen variant at each mix's size too
   // Speed budgets (tokens/s on this machine, as llama-bench's tg128 / pp512; 0: none): every
   // scorer is solved under them (solve/timed.h, priced by the speed table of src/speed), and the

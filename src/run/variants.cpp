@@ -34,38 +34,71 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
       v.head_steps = steps;
       v.name = s.name + (h.empty() ? "" : "-" + head.substr(0, head.find('.')) + "-" + h);
       v.plan = dir + "/plan-" + v.name + ".json";
-      const std::string gguf = dir + "/" + v.name + ".gguf", stem = dir + "/" + v.name;
-      if (!validated(e, stem)) {
-        GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("solve + emit {} at {}", v.name, format_size(size)), emit_seconds(e.ms),
-                                      [&]() -> Status {
-                                        std::vector<std::string> cmd = {e.G, "solve", e.pool};
-                                        for (const auto& a : solve::Budget::of_file_bytes(size).args()) cmd.push_back(a);
-                                        cmd.insert(cmd.end(), {"-o", v.plan});
-                                        cmd.insert(cmd.end(), s.args.begin(), s.args.end());
-                                        if (!h.empty()) cmd.insert(cmd.end(), {"--fixed", head + "=" + h});
-                                        for (const auto& a : speed_args(e)) cmd.push_back(a);
-                                        GAMMA_RETURN_IF_ERROR(run_step("solve", cmd));
-                                        return run_step("emit", {e.G, "emit", e.pool, v.plan, "-o", gguf});
-                                      }));
-      }
-      GAMMA_ASSIGN_OR_RETURN(ValidScore r, validate(e, gguf, stem));
-      fs::remove(gguf, ec);
-      v.bytes = r.file_bytes;
-      v.kld = r.kld;
-      v.kld_err = r.err;
-      if (auto pl = Plan::load(v.plan); pl.is_ok() && pl->info.contains("speed")) v.speed = pl->info["speed"];
       out.push_back(v);
     }
+  // A race only pays when it leaves some variants out.
+  const bool race = !e.race.empty() && int(out.size()) > e.o.race_keep;
+  // First round: every variant solved, emitted and measured (on the race's chunks when racing).
+  for (size_t i = 0; i < out.size(); ++i) {
+    Variant& v = out[i];
+    const Scorer& s = scorers[i / heads.size()];
+    const std::string gguf = dir + "/" + v.name + ".gguf", stem = dir + "/" + v.name;
+    const std::vector<EvalText>& texts = race ? e.race : e.valid;
+    if (!validated(e, stem, texts)) {
+      GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("solve + emit {} at {}", v.name, format_size(size)), emit_seconds(e.ms),
+                                    [&]() -> Status {
+                                      std::vector<std::string> cmd = {e.G, "solve", e.pool};
+                                      for (const auto& a : solve::Budget::of_file_bytes(size).args()) cmd.push_back(a);
+                                      cmd.insert(cmd.end(), {"-o", v.plan});
+                                      cmd.insert(cmd.end(), s.args.begin(), s.args.end());
+                                      if (!v.head_type.empty()) cmd.insert(cmd.end(), {"--fixed", head + "=" + v.head_type});
+                                      for (const auto& a : speed_args(e)) cmd.push_back(a);
+                                      GAMMA_RETURN_IF_ERROR(run_step("solve", cmd));
+                                      return run_step("emit", {e.G, "emit", e.pool, v.plan, "-o", gguf});
+                                    }));
+    }
+    GAMMA_ASSIGN_OR_RETURN(ValidScore r, validate(e, gguf, stem, texts));
+    fs::remove(gguf, ec);
+    v.bytes = r.file_bytes;
+    (race ? v.race_kld : v.kld) = r.kld;
+    if (!race) v.kld_err = r.err;
+    v.finalist = !race;
+    if (auto pl = Plan::load(v.plan); pl.is_ok() && pl->info.contains("speed")) v.speed = pl->info["speed"];
+  }
+  if (!race) return out;
+  // Second round: the race's best --race-keep on every validation chunk, emitted again from
+  // their plans (emit is seconds; keeping every variant's file would cost their whole bytes).
+  std::vector<size_t> order(out.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return out[a].race_kld < out[b].race_kld; });
+  std::printf("   race (%d of %d validation chunks): %zu variants, the best %d measured on all: %s\n", e.race.front().chunks,
+              e.valid.front().chunks, out.size(), e.o.race_keep, out[order.front()].name.c_str());
+  for (int k = 0; k < e.o.race_keep; ++k) {
+    Variant& v = out[order[k]];
+    const std::string gguf = dir + "/" + v.name + ".gguf", stem = dir + "/" + v.name;
+    if (!validated(e, stem)) GAMMA_RETURN_IF_ERROR(emit_variant(e, v, gguf));
+    GAMMA_ASSIGN_OR_RETURN(ValidScore r, validate(e, gguf, stem));
+    fs::remove(gguf, ec);
+    v.kld = r.kld;
+    v.kld_err = r.err;
+    v.finalist = true;
+  }
   return out;
 }
 
 const Variant& best_of(const std::vector<Variant>& vs) {
-  return *std::min_element(vs.begin(), vs.end(), [](const Variant& a, const Variant& b) { return a.kld < b.kld; });
+  const Variant* best = nullptr;
+  for (const auto& v : vs)
+    if (v.finalist && (!best || v.kld < best->kld)) best = &v;
+  return best ? *best : vs.front();  // vs holds a finalist (variants_at keeps >= 1)
 }
 
 json variant_json(const Variant& v) {
-  return {{"name", v.name}, {"scorer", v.scorer}, {"head_type", v.head_type}, {"head_steps", v.head_steps}, {"plan", v.plan},
-          {"file_bytes", v.bytes}, {"valid_kld", v.kld}, {"valid_kld_stderr", v.kld_err}, {"speed", v.speed}};
+  json j = {{"name", v.name}, {"scorer", v.scorer}, {"head_type", v.head_type}, {"head_steps", v.head_steps}, {"plan", v.plan},
+            {"file_bytes", v.bytes}, {"valid_kld", nullptr}, {"valid_kld_stderr", nullptr}, {"speed", v.speed}};
+  if (v.finalist) j["valid_kld"] = v.kld, j["valid_kld_stderr"] = v.kld_err;
+  if (v.race_kld > 0 || !v.finalist) j["race_kld"] = v.race_kld;
+  return j;
 }
 
 Status emit_variant(Env& e, const Variant& v, const std::string& gguf) {
