@@ -6,6 +6,8 @@
 // different types, emitted, the experts' bytes equal to llama-quantize's for the same recipe and imatrix,
 // and run by llama-perplexity.
 #include <algorithm>
+#include <cmath>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -15,11 +17,15 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "decoder/activations.h"
 #include "decoder/hparams.h"
 #include "decoder/verify.h"
 #include "gguf.h"
 #include "gguf_model/model.h"
 #include "gguf_model/writer.h"
+#include "learn/candidates.h"
+#include "learn/layer_step.h"
+#include "pool/manifest.h"
 #include "testing.h"
 #include "util/json.h"
 
@@ -269,6 +275,90 @@ TEST(Moe, PoolPlanEmitExpertsAndAttentionAtTheirOwnTypesRunsInLlamaCpp) {
   std::smatch sm;
   ASSERT_TRUE(std::regex_search(r.output, sm, std::regex("Final estimate: PPL = ([0-9.]+)"))) << r.output;
   EXPECT_GT(std::stod(sm[1]), 1.0);
+}
+
+// Stage I's measured loss change on a MoE layer is exact as on a dense one (test_learn.cpp's
+// LayerGrad test): for every module, the expert tensors included (their candidates run per
+// step, each routed as the teacher routes), what visit_deltas reports equals the sublayer loss
+// with that module alone switched to the candidate minus the loss as it is, both by visit_step,
+// for a one-hot assignment and for a mixture.
+TEST(Moe, MeasuredLossChangeIsTheLossOfTheSwitchedAssignment) {
+  TempDir d;
+  const std::string moe = d / "moe.gguf";
+  write_moe(moe);
+  auto r = gamma("pool " + moe + " --types Q4_0,Q8_0 -o " + d / "pool" + " -q");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto man = Manifest::load(d / "pool");
+  ASSERT_TRUE(man.is_ok()) << man.status().message();
+  auto store = CandidateStore::open(*man);
+  ASSERT_TRUE(store.is_ok()) << store.status().message();
+  constexpr int kSeq = 32;
+  CalibOptions co;
+  co.seq_len = kSeq;
+  co.calib_tokens = 2 * kSeq;
+  co.cache_root = d / "act";
+  co.quiet = true;
+  auto cache = ActivationCache::open_or_build(moe, co);
+  ASSERT_TRUE(cache.is_ok()) << cache.status().message();
+  auto step = LayerStep::create(moe, kSeq, 2);
+  ASSERT_TRUE(step.is_ok()) << step.status().message();
+  const int il = 1;
+  std::vector<float> x(size_t(2) * kSeq * kEmbd), y(x.size());
+  ASSERT_TRUE((*cache)->read(il, {0, 1}, x.data()).is_ok());
+  ASSERT_TRUE((*cache)->read(il + 1, {0, 1}, y.data()).is_ok());
+  const char* names[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+  std::deque<std::vector<float>> bufs;
+  std::array<ModuleMix, 7> mixed;
+  std::array<std::vector<double>, 7> grads;
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<double> u(0.1, 1.0);
+  for (int k = 0; k < 7; ++k) {
+    const ModuleEntry* e = man->find("blk." + std::to_string(il) + "." + names[k] + ".weight");
+    ASSERT_NE(e, nullptr) << names[k];
+    double sum = 0;
+    for (const auto& c : e->candidates) {
+      bufs.emplace_back(size_t(e->n_params));
+      ASSERT_TRUE((*store)->dequantize(*e, c, bufs.back().data(), 2).is_ok());
+      mixed[size_t(k)].cands.push_back(bufs.back().data());
+      mixed[size_t(k)].p.push_back(u(rng));
+      sum += mixed[size_t(k)].p.back();
+    }
+    for (double& p : mixed[size_t(k)].p) p /= sum;
+    mixed[size_t(k)].grad = &grads[size_t(k)];
+  }
+  EXPECT_FALSE((*step)->cached_kind(4)) << "a MoE layer's experts run per step";
+  auto onehot = mixed;
+  for (int k = 0; k < 7; ++k) {
+    auto& p = onehot[size_t(k)].p;
+    std::fill(p.begin(), p.end(), 0.0);
+    p[size_t(k) % p.size()] = 1.0;
+  }
+  ASSERT_TRUE((*step)->begin_visit(il, mixed, x.data(), y.data(), 2).is_ok());
+  int nonzero = 0;
+  for (const auto* base : {&onehot, &mixed}) {
+    std::array<std::vector<double>, 7> delta;
+    ASSERT_TRUE((*step)->visit_deltas(il, *base, 1, 1, delta).is_ok());
+    auto loss = [&](std::array<ModuleMix, 7> m) {
+      auto l = (*step)->visit_step(il, m, 1, 1, 1.0, /*backward=*/false);
+      EXPECT_TRUE(l.is_ok());
+      return l.is_ok() ? *l : 0.0;
+    };
+    const double l0 = loss(*base);
+    for (int k = 0; k < 7; ++k) {
+      ASSERT_EQ(delta[size_t(k)].size(), (*base)[size_t(k)].p.size());
+      for (size_t b = 0; b < delta[size_t(k)].size(); ++b) {
+        auto m = *base;
+        std::fill(m[size_t(k)].p.begin(), m[size_t(k)].p.end(), 0.0);
+        m[size_t(k)].p[b] = 1.0;
+        const double want = loss(m) - l0;
+        EXPECT_NEAR(delta[size_t(k)][b], want, 2e-3 * std::fabs(want) + 1e-5 * l0) << names[k] << " candidate " << b;
+        if (base == &onehot && (*base)[size_t(k)].p[b] == 1.0) EXPECT_EQ(delta[size_t(k)][b], 0.0) << names[k];
+        nonzero += std::fabs(delta[size_t(k)][b]) > 1e-4 * l0;
+      }
+    }
+  }
+  EXPECT_GE(nonzero, 14);  // 7 modules x 2 candidates: the one-hot's other type, the mixture's both
+  (*step)->end_visits();
 }
 
 // Every architecture llama.cpp lists opens, or is refused in one line (the one it lists without
