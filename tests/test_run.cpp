@@ -174,6 +174,28 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
   for (const char* step : {"== dequantize", "== llama-imatrix", "== hawq", "== learn", "== layers", "== solve", "== llama-quantize", "== eval"})
     EXPECT_EQ(again.output.find(step), std::string::npos) << step << "\n" << again.output;
   EXPECT_NE(again.output.find("llama.cpp "), std::string::npos);
+  // --race 0 measures the raced-out variants on every chunk too; a raced run after it reuses
+  // those measurements (no evaluation), their first chunk as its race: every variant is then a
+  // finalist, and the choice is the least of all of them.
+  auto full = gamma("run " + args + " --race 0");
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  EXPECT_NE(full.output.find("== eval"), std::string::npos) << full.output;
+  auto reraced = gamma("run " + args);
+  ASSERT_EQ(reraced.exit_code, 0) << reraced.output;
+  EXPECT_EQ(reraced.output.find("== eval"), std::string::npos) << reraced.output;
+  auto jr = read_json(d / "w/run.json", "gamma.run", 2);
+  ASSERT_TRUE(jr.is_ok());
+  double least = 1e30;
+  for (const auto& t : (*jr)["tried"]) {
+    ASSERT_FALSE(t["valid_kld"].is_null()) << t.dump();
+    least = std::min(least, t["valid_kld"].get<double>());
+    const std::string stem =
+        fs::path(t["plan"].get<std::string>()).parent_path().string() + "/" + t["name"].get<std::string>();
+    auto e = read_json(stem + ".valid-wiki.valid-c128-n4.json", "gamma.eval", 1);
+    ASSERT_TRUE(e.is_ok());
+    EXPECT_DOUBLE_EQ(t["race_kld"].get<double>(), (*e)["kld"]["chunk_means"][0].get<double>()) << stem;
+  }
+  EXPECT_EQ((*jr)["chosen"]["valid_kld"].get<double>(), least);
   // Another work directory, the same model and targets: the mixes are not built or measured
   // again (their evaluations are kept in the cache, keyed by teacher, imatrix and llama.cpp).
   auto elsewhere = gamma("run " + stories260k() + " --bpw 8 -w " + d / "w2" +

@@ -17,6 +17,27 @@ namespace gm::run {
 
 using solve::format_size;
 
+namespace {
+
+// The race's score of a variant measured on every chunk: its first --race chunks' mean KLD on
+// each validation text, summed (what the race's own evaluation of those chunks gives).
+Result<double> race_score(const Env& e, const std::string& stem) {
+  double sum = 0;
+  for (const auto& t : e.race) {
+    EvalText full = t;
+    full.chunks = e.valid.front().chunks;
+    GAMMA_ASSIGN_OR_RETURN(eval::EvalResult r, load_eval(e.eval_path(stem, full)));
+    if (!r.kld->chunk_means || int(r.kld->chunk_means->size()) < t.chunks)
+      return Status::errorf(Status::Code::kCorrupt, "{}: lacks its chunks' means", e.eval_path(stem, full));
+    double s = 0;
+    for (int c = 0; c < t.chunks; ++c) s += (*r.kld->chunk_means)[size_t(c)];
+    sum += s / t.chunks;
+  }
+  return sum;
+}
+
+}  // namespace
+
 Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solve::Allocator& stat,
                                          const std::vector<Scorer>& scorers, uint64_t size) {
   const std::string dir = e.W + "/at-" + std::to_string(size) + budgets_tag(e);
@@ -43,6 +64,17 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
     Variant& v = out[i];
     const Scorer& s = scorers[i / heads.size()];
     const std::string gguf = dir + "/" + v.name + ".gguf", stem = dir + "/" + v.name;
+    // Measured on every chunk already (a run before racing, or a finalist resumed): that
+    // measurement stands, and its first chunks are the race's score.
+    if (race && validated(e, stem)) {
+      GAMMA_ASSIGN_OR_RETURN(ValidScore r, validate(e, gguf, stem));
+      GAMMA_ASSIGN_OR_RETURN(v.race_kld, race_score(e, stem));
+      v.bytes = r.file_bytes;
+      v.kld = r.kld;
+      v.kld_err = r.err;
+      if (auto pl = Plan::load(v.plan); pl.is_ok() && pl->info.contains("speed")) v.speed = pl->info["speed"];
+      continue;
+    }
     const std::vector<EvalText>& texts = race ? e.race : e.valid;
     if (!validated(e, stem, texts)) {
       GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("solve + emit {} at {}", v.name, format_size(size)), emit_seconds(e.ms),
@@ -75,6 +107,7 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
               e.valid.front().chunks, out.size(), e.o.race_keep, out[order.front()].name.c_str());
   for (int k = 0; k < e.o.race_keep; ++k) {
     Variant& v = out[order[k]];
+    if (v.finalist) continue;
     const std::string gguf = dir + "/" + v.name + ".gguf", stem = dir + "/" + v.name;
     if (!validated(e, stem)) GAMMA_RETURN_IF_ERROR(emit_variant(e, v, gguf));
     GAMMA_ASSIGN_OR_RETURN(ValidScore r, validate(e, gguf, stem));
