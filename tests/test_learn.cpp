@@ -282,7 +282,7 @@ class LayerGrad : public ::testing::Test {
     ASSERT_TRUE(step.is_ok()) << step.status().message();
     step_ = std::move(*step);
   }
-  void layer_mix(int l, std::mt19937& rng, std::array<ModuleMix, 7>& mix, std::array<std::vector<double>, 7>& grads) {
+  void layer_mix(int l, std::mt19937& rng, LayerMix& mix, LayerDeltas& grads) {
     std::uniform_real_distribution<double> u(0.1, 1.0);
     for (int k = 0; k < 7; ++k) {
       const ModuleEntry* e = man_.find("blk." + std::to_string(l) + "." + kinds[k] + ".weight");
@@ -308,8 +308,8 @@ class LayerGrad : public ::testing::Test {
   }
   // (f(p + eps e) - f(p - eps e)) / 2 eps for candidate b of kind k, gradients to scratch.
   template <typename F>
-  static double central_difference(const std::array<ModuleMix, 7>& base, int k, size_t b, double eps, F f) {
-    std::array<std::vector<double>, 7> scratch;
+  static double central_difference(const LayerMix& base, int k, size_t b, double eps, F f) {
+    LayerDeltas scratch;
     auto plus = base, minus = base;
     for (int j = 0; j < 7; ++j) plus[size_t(j)].grad = minus[size_t(j)].grad = &scratch[size_t(j)];
     plus[size_t(k)].p[b] += eps;
@@ -330,8 +330,8 @@ TEST_F(LayerGrad, MseGradientMatchesFiniteDifferences) {
   const int il = 1;
   std::vector<float> x, y;
   layer_io(il, x, y);
-  std::array<ModuleMix, 7> base;
-  std::array<std::vector<double>, 7> grads;
+  LayerMix base;
+  LayerDeltas grads;
   std::mt19937 rng(3);
   layer_mix(il, rng, base, grads);
   auto mods = base;
@@ -343,7 +343,7 @@ TEST_F(LayerGrad, MseGradientMatchesFiniteDifferences) {
   int checked = 0;
   for (int k : {0, 3, 4, 6}) {
     for (size_t b = 0; b < base[size_t(k)].p.size(); b += 2) {
-      const double fd = central_difference(base, k, b, eps, [&](std::array<ModuleMix, 7>& m) {
+      const double fd = central_difference(base, k, b, eps, [&](LayerMix& m) {
         auto r = step_->run(il, m, x.data(), y.data(), 2, 1.0);
         EXPECT_TRUE(r.is_ok());
         return r.is_ok() ? *r : 0.0;
@@ -366,8 +366,8 @@ TEST_F(LayerGrad, VisitWithTeacherAttentionEqualsTheLayerMse) {
   const int il = 1;
   std::vector<float> x, y;
   layer_io(il, x, y);
-  std::array<ModuleMix, 7> base;
-  std::array<std::vector<double>, 7> g_run, g_visit;
+  LayerMix base;
+  LayerDeltas g_run, g_visit;
   std::mt19937 rng(7);
   layer_mix(il, rng, base, g_run);
   for (int k = 0; k < 4; ++k) base[size_t(k)] = ModuleMix{};
@@ -403,8 +403,8 @@ TEST_F(LayerGrad, VisitGradientMatchesFiniteDifferences) {
   const int il = 1;
   std::vector<float> x, y;
   layer_io(il, x, y);
-  std::array<ModuleMix, 7> base;
-  std::array<std::vector<double>, 7> grads;
+  LayerMix base;
+  LayerDeltas grads;
   std::mt19937 rng(11);
   layer_mix(il, rng, base, grads);
   ASSERT_TRUE(step_->begin_visit(il, base, x.data(), y.data(), 2).is_ok());
@@ -418,7 +418,7 @@ TEST_F(LayerGrad, VisitGradientMatchesFiniteDifferences) {
     int checked = 0;
     for (int k : {0, 2, 3, 4, 5, 6}) {
       const size_t b = 0;
-      const double fd = central_difference(base, k, b, eps, [&](std::array<ModuleMix, 7>& m) {
+      const double fd = central_difference(base, k, b, eps, [&](LayerMix& m) {
         auto r = step_->visit_step(il, m, 0, 2, 1.0, false);
         EXPECT_TRUE(r.is_ok());
         return r.is_ok() ? *r : 0.0;
@@ -444,8 +444,8 @@ TEST_F(LayerGrad, TokenWeightedLossesMatchTheirDefinitions) {
   std::vector<float> x, y, out(N * E);
   layer_io(il, x, y);
   for (size_t e = 0; e < E; ++e) y[5 * E + e] *= 100;  // token 5: 1e4 times its mean square
-  std::array<ModuleMix, 7> base;
-  std::array<std::vector<double>, 7> grads;
+  LayerMix base;
+  LayerDeltas grads;
   std::mt19937 rng(17);
   layer_mix(il, rng, base, grads);
   for (int k = 0; k < 4; ++k) base[size_t(k)] = ModuleMix{};
@@ -496,8 +496,8 @@ TEST_F(LayerGrad, MeasuredLossChangeIsTheLossOfTheSwitchedAssignment) {
   const int il = 1;
   std::vector<float> x, y;
   layer_io(il, x, y);
-  std::array<ModuleMix, 7> mixed;
-  std::array<std::vector<double>, 7> grads;
+  LayerMix mixed;
+  LayerDeltas grads;
   std::mt19937 rng(13);
   layer_mix(il, rng, mixed, grads);
   auto onehot = mixed;
@@ -511,9 +511,9 @@ TEST_F(LayerGrad, MeasuredLossChangeIsTheLossOfTheSwitchedAssignment) {
   for (TokenWeights tw : {TokenWeights::kNone, TokenWeights::kRel, TokenWeights::kClip})  // --layer-loss
   for (const auto* base : {&onehot, &mixed}) {
     step_->set_token_weights(tw);
-    std::array<std::vector<double>, 7> delta;
+    LayerDeltas delta;
     ASSERT_TRUE(step_->visit_deltas(il, *base, 1, 1, delta).is_ok());
-    auto loss = [&](std::array<ModuleMix, 7> m) {
+    auto loss = [&](LayerMix m) {
       auto r = step_->visit_step(il, m, 1, 1, 1.0, /*backward=*/false);
       EXPECT_TRUE(r.is_ok());
       return r.is_ok() ? *r : 0.0;
@@ -534,7 +534,7 @@ TEST_F(LayerGrad, MeasuredLossChangeIsTheLossOfTheSwitchedAssignment) {
   }
   EXPECT_GT(nonzero, 60);
   step_->set_token_weights(TokenWeights::kNone);
-  std::array<std::vector<double>, 7> d;
+  LayerDeltas d;
   EXPECT_FALSE(step_->visit_deltas(il, mixed, 1, 2, d).is_ok());  // rows outside the visit
   step_->end_visits();
   EXPECT_FALSE(step_->visit_deltas(il, mixed, 0, 1, d).is_ok());  // no visit
@@ -550,11 +550,11 @@ TEST_F(LayerGrad, ChainedKlGradientMatchesFiniteDifferences) {
   std::vector<float> y(n), g(n), g2(n);
   ASSERT_TRUE(cache_->read(0, {0, 1}, xs[0].data()).is_ok());
   ASSERT_TRUE(cache_->read(L, {0, 1}, y.data()).is_ok());
-  std::vector<std::array<ModuleMix, 7>> base(static_cast<size_t>(L));
-  std::vector<std::array<std::vector<double>, 7>> grads(static_cast<size_t>(L));
+  std::vector<LayerMix> base(static_cast<size_t>(L));
+  std::vector<LayerDeltas> grads(static_cast<size_t>(L));
   std::mt19937 rng(5);
   for (int l = 0; l < L; ++l) layer_mix(l, rng, base[size_t(l)], grads[size_t(l)]);
-  auto kl_of = [&](std::vector<std::array<ModuleMix, 7>>& mix) -> double {
+  auto kl_of = [&](std::vector<LayerMix>& mix) -> double {
     for (int l = 0; l < L; ++l)
       EXPECT_TRUE(step_->forward(l, mix[size_t(l)], xs[size_t(l)].data(), xs[size_t(l) + 1].data(), 2).is_ok());
     auto kl = step_->head_kl(xs[size_t(L)].data(), y.data(), g.data(), 2, 1.0);
@@ -573,7 +573,7 @@ TEST_F(LayerGrad, ChainedKlGradientMatchesFiniteDifferences) {
   for (int l : {0, L - 1})
     for (int k : {0, 4, 6}) {
       const size_t b = 0;
-      std::vector<std::array<std::vector<double>, 7>> scratch(static_cast<size_t>(L));
+      std::vector<LayerDeltas> scratch(static_cast<size_t>(L));
       auto plus = base, minus = base;
       for (int j = 0; j < L; ++j)
         for (int kk = 0; kk < 7; ++kk) plus[size_t(j)][size_t(kk)].grad = minus[size_t(j)][size_t(kk)].grad = &scratch[size_t(j)][size_t(kk)];

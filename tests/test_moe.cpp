@@ -4,7 +4,7 @@
 // tokenizer), its per-expert imatrix from llama-imatrix, pooled, gamma's LibTorch MoE layer
 // equal to libllama's, HAWQ-V2 and Stage I on it, solved with its experts and its attention at
 // different types, emitted, the experts' bytes equal to llama-quantize's for the same recipe and imatrix,
-// and run by llama-perplexity.
+// and run by llama-perplexity; and a random qwen2moe, whose shared expert is three more modules.
 #include <algorithm>
 #include <cmath>
 #include <deque>
@@ -36,18 +36,21 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int kEmbd = 64, kHead = 4, kHeadKv = 2, kHeadDim = 16, kLayers = 2, kExperts = 4, kUsed = 2, kFfExp = 64;
+constexpr int kFfShexp = 96;  // qwen2moe's shared expert: another width than the experts', to catch a mix-up
 
-// qwen3moe with random F32 weights (norms 1), stories260K's tokenizer and vocabulary.
-void write_moe(const std::string& path) {
+// qwen3moe (or qwen2moe: q/k/v biases, no QK-norm, a shared expert with its sigmoid gate) with
+// random F32 weights (norms 1), stories260K's tokenizer and vocabulary.
+void write_moe(const std::string& path, const std::string& arch = "qwen3moe") {
+  const bool q2 = arch == "qwen2moe";
   auto src = Model::open(stories260k());
   ASSERT_TRUE(src.is_ok());
   const int64_t vocab = (*src)->tensor("token_embd.weight").shape[1];
   GgufWriter w;
   gguf_set_kv(w.gguf(), (*src)->gguf());  // tokenizer.* (and stories' own llama.* keys, unused)
-  gguf_set_val_str(w.gguf(), "general.architecture", "qwen3moe");
+  gguf_set_val_str(w.gguf(), "general.architecture", arch.c_str());
   gguf_set_val_str(w.gguf(), "general.name", "gamma-test-moe");
   gguf_set_val_u32(w.gguf(), "general.file_type", 0);
-  auto u32 = [&](const char* k, uint32_t v) { gguf_set_val_u32(w.gguf(), (std::string("qwen3moe.") + k).c_str(), v); };
+  auto u32 = [&](const char* k, uint32_t v) { gguf_set_val_u32(w.gguf(), (arch + "." + k).c_str(), v); };
   u32("block_count", kLayers);
   u32("context_length", 256);
   u32("embedding_length", kEmbd);
@@ -59,8 +62,9 @@ void write_moe(const std::string& path) {
   u32("expert_count", kExperts);
   u32("expert_used_count", kUsed);
   u32("expert_feed_forward_length", kFfExp);
-  gguf_set_val_f32(w.gguf(), "qwen3moe.attention.layer_norm_rms_epsilon", 1e-6f);
-  gguf_set_val_f32(w.gguf(), "qwen3moe.rope.freq_base", 10000.0f);
+  if (q2) u32("expert_shared_feed_forward_length", kFfShexp);
+  gguf_set_val_f32(w.gguf(), (arch + ".attention.layer_norm_rms_epsilon").c_str(), 1e-6f);
+  gguf_set_val_f32(w.gguf(), (arch + ".rope.freq_base").c_str(), 10000.0f);
   const ggml_type F32 = GGML_TYPE_F32;
   w.add({"token_embd.weight", F32, {kEmbd, vocab}});
   for (int l = 0; l < kLayers; ++l) {
@@ -70,13 +74,25 @@ void write_moe(const std::string& path) {
     w.add({b + "attn_k.weight", F32, {kEmbd, kHeadKv * kHeadDim}});
     w.add({b + "attn_v.weight", F32, {kEmbd, kHeadKv * kHeadDim}});
     w.add({b + "attn_output.weight", F32, {kHead * kHeadDim, kEmbd}});
-    w.add({b + "attn_q_norm.weight", F32, {kHeadDim}});
-    w.add({b + "attn_k_norm.weight", F32, {kHeadDim}});
+    if (q2) {
+      w.add({b + "attn_q.bias", F32, {kHead * kHeadDim}});
+      w.add({b + "attn_k.bias", F32, {kHeadKv * kHeadDim}});
+      w.add({b + "attn_v.bias", F32, {kHeadKv * kHeadDim}});
+    } else {
+      w.add({b + "attn_q_norm.weight", F32, {kHeadDim}});
+      w.add({b + "attn_k_norm.weight", F32, {kHeadDim}});
+    }
     w.add({b + "ffn_norm.weight", F32, {kEmbd}});
     w.add({b + "ffn_gate_inp.weight", F32, {kEmbd, kExperts}});
     w.add({b + "ffn_gate_exps.weight", F32, {kEmbd, kFfExp, kExperts}});
     w.add({b + "ffn_up_exps.weight", F32, {kEmbd, kFfExp, kExperts}});
     w.add({b + "ffn_down_exps.weight", F32, {kFfExp, kEmbd, kExperts}});
+    if (q2) {
+      w.add({b + "ffn_gate_inp_shexp.weight", F32, {kEmbd}});
+      w.add({b + "ffn_gate_shexp.weight", F32, {kEmbd, kFfShexp}});
+      w.add({b + "ffn_up_shexp.weight", F32, {kEmbd, kFfShexp}});
+      w.add({b + "ffn_down_shexp.weight", F32, {kFfShexp, kEmbd}});
+    }
   }
   w.add({"output_norm.weight", F32, {kEmbd}});
   w.add({"output.weight", F32, {kEmbd, vocab}});
@@ -279,86 +295,151 @@ TEST(Moe, PoolPlanEmitExpertsAndAttentionAtTheirOwnTypesRunsInLlamaCpp) {
 
 // Stage I's measured loss change on a MoE layer is exact as on a dense one (test_learn.cpp's
 // LayerGrad test): for every module, the expert tensors included (their candidates run per
-// step, each routed as the teacher routes), what visit_deltas reports equals the sublayer loss
-// with that module alone switched to the candidate minus the loss as it is, both by visit_step,
-// for a one-hot assignment and for a mixture.
+// step, each routed as the teacher routes) and qwen2moe's shared expert, what visit_deltas
+// reports equals the sublayer loss with that module alone switched to the candidate minus the
+// loss as it is, both by visit_step, for a one-hot assignment and for a mixture.
 TEST(Moe, MeasuredLossChangeIsTheLossOfTheSwitchedAssignment) {
-  TempDir d;
-  const std::string moe = d / "moe.gguf";
-  write_moe(moe);
-  auto r = gamma("pool " + moe + " --types Q4_0,Q8_0 -o " + d / "pool" + " -q");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto man = Manifest::load(d / "pool");
-  ASSERT_TRUE(man.is_ok()) << man.status().message();
-  auto store = CandidateStore::open(*man);
-  ASSERT_TRUE(store.is_ok()) << store.status().message();
-  constexpr int kSeq = 32;
-  CalibOptions co;
-  co.seq_len = kSeq;
-  co.calib_tokens = 2 * kSeq;
-  co.cache_root = d / "act";
-  co.quiet = true;
-  auto cache = ActivationCache::open_or_build(moe, co);
-  ASSERT_TRUE(cache.is_ok()) << cache.status().message();
-  auto step = LayerStep::create(moe, kSeq, 2);
-  ASSERT_TRUE(step.is_ok()) << step.status().message();
-  const int il = 1;
-  std::vector<float> x(size_t(2) * kSeq * kEmbd), y(x.size());
-  ASSERT_TRUE((*cache)->read(il, {0, 1}, x.data()).is_ok());
-  ASSERT_TRUE((*cache)->read(il + 1, {0, 1}, y.data()).is_ok());
-  const char* names[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
-  std::deque<std::vector<float>> bufs;
-  std::array<ModuleMix, 7> mixed;
-  std::array<std::vector<double>, 7> grads;
-  std::mt19937 rng(13);
-  std::uniform_real_distribution<double> u(0.1, 1.0);
-  for (int k = 0; k < 7; ++k) {
-    const ModuleEntry* e = man->find("blk." + std::to_string(il) + "." + names[k] + ".weight");
-    ASSERT_NE(e, nullptr) << names[k];
-    double sum = 0;
-    for (const auto& c : e->candidates) {
-      bufs.emplace_back(size_t(e->n_params));
-      ASSERT_TRUE((*store)->dequantize(*e, c, bufs.back().data(), 2).is_ok());
-      mixed[size_t(k)].cands.push_back(bufs.back().data());
-      mixed[size_t(k)].p.push_back(u(rng));
-      sum += mixed[size_t(k)].p.back();
+  for (const std::string arch : {"qwen3moe", "qwen2moe"}) {
+    SCOPED_TRACE(arch);
+    TempDir d;
+    const std::string moe = d / "moe.gguf";
+    write_moe(moe, arch);
+    auto r = gamma("pool " + moe + " --types Q4_0,Q8_0 -o " + d / "pool" + " -q");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    auto man = Manifest::load(d / "pool");
+    ASSERT_TRUE(man.is_ok()) << man.status().message();
+    auto store = CandidateStore::open(*man);
+    ASSERT_TRUE(store.is_ok()) << store.status().message();
+    constexpr int kSeq = 32;
+    CalibOptions co;
+    co.seq_len = kSeq;
+    co.calib_tokens = 2 * kSeq;
+    co.cache_root = d / "act";
+    co.quiet = true;
+    auto cache = ActivationCache::open_or_build(moe, co);
+    ASSERT_TRUE(cache.is_ok()) << cache.status().message();
+    auto step = LayerStep::create(moe, kSeq, 2);
+    ASSERT_TRUE(step.is_ok()) << step.status().message();
+    const int il = 1;
+    std::vector<float> x(size_t(2) * kSeq * kEmbd), y(x.size());
+    ASSERT_TRUE((*cache)->read(il, {0, 1}, x.data()).is_ok());
+    ASSERT_TRUE((*cache)->read(il + 1, {0, 1}, y.data()).is_ok());
+    const char* names[kLayerKinds] = {"attn_q",        "attn_k",         "attn_v",         "attn_output",   "ffn_gate_exps",
+                                      "ffn_up_exps",   "ffn_down_exps",  "ffn_gate_shexp", "ffn_up_shexp",  "ffn_down_shexp"};
+    const int n_kinds = arch == "qwen2moe" ? 10 : 7;
+    std::deque<std::vector<float>> bufs;
+    LayerMix mixed;
+    LayerDeltas grads;
+    std::mt19937 rng(13);
+    std::uniform_real_distribution<double> u(0.1, 1.0);
+    for (int k = 0; k < n_kinds; ++k) {
+      const ModuleEntry* e = man->find("blk." + std::to_string(il) + "." + names[k] + ".weight");
+      ASSERT_NE(e, nullptr) << names[k];
+      double sum = 0;
+      for (const auto& c : e->candidates) {
+        bufs.emplace_back(size_t(e->n_params));
+        ASSERT_TRUE((*store)->dequantize(*e, c, bufs.back().data(), 2).is_ok());
+        mixed[size_t(k)].cands.push_back(bufs.back().data());
+        mixed[size_t(k)].p.push_back(u(rng));
+        sum += mixed[size_t(k)].p.back();
+      }
+      for (double& p : mixed[size_t(k)].p) p /= sum;
+      mixed[size_t(k)].grad = &grads[size_t(k)];
     }
-    for (double& p : mixed[size_t(k)].p) p /= sum;
-    mixed[size_t(k)].grad = &grads[size_t(k)];
-  }
-  EXPECT_FALSE((*step)->cached_kind(4)) << "a MoE layer's experts run per step";
-  auto onehot = mixed;
-  for (int k = 0; k < 7; ++k) {
-    auto& p = onehot[size_t(k)].p;
-    std::fill(p.begin(), p.end(), 0.0);
-    p[size_t(k) % p.size()] = 1.0;
-  }
-  ASSERT_TRUE((*step)->begin_visit(il, mixed, x.data(), y.data(), 2).is_ok());
-  int nonzero = 0;
-  for (const auto* base : {&onehot, &mixed}) {
-    std::array<std::vector<double>, 7> delta;
-    ASSERT_TRUE((*step)->visit_deltas(il, *base, 1, 1, delta).is_ok());
-    auto loss = [&](std::array<ModuleMix, 7> m) {
-      auto l = (*step)->visit_step(il, m, 1, 1, 1.0, /*backward=*/false);
-      EXPECT_TRUE(l.is_ok());
-      return l.is_ok() ? *l : 0.0;
-    };
-    const double l0 = loss(*base);
-    for (int k = 0; k < 7; ++k) {
-      ASSERT_EQ(delta[size_t(k)].size(), (*base)[size_t(k)].p.size());
-      for (size_t b = 0; b < delta[size_t(k)].size(); ++b) {
-        auto m = *base;
-        std::fill(m[size_t(k)].p.begin(), m[size_t(k)].p.end(), 0.0);
-        m[size_t(k)].p[b] = 1.0;
-        const double want = loss(m) - l0;
-        EXPECT_NEAR(delta[size_t(k)][b], want, 2e-3 * std::fabs(want) + 1e-5 * l0) << names[k] << " candidate " << b;
-        if (base == &onehot && (*base)[size_t(k)].p[b] == 1.0) EXPECT_EQ(delta[size_t(k)][b], 0.0) << names[k];
-        nonzero += std::fabs(delta[size_t(k)][b]) > 1e-4 * l0;
+    EXPECT_FALSE((*step)->cached_kind(4)) << "a MoE layer's experts run per step";
+    auto onehot = mixed;
+    for (int k = 0; k < n_kinds; ++k) {
+      auto& p = onehot[size_t(k)].p;
+      std::fill(p.begin(), p.end(), 0.0);
+      p[size_t(k) % p.size()] = 1.0;
+    }
+    ASSERT_TRUE((*step)->begin_visit(il, mixed, x.data(), y.data(), 2).is_ok());
+    int nonzero = 0;
+    for (const auto* base : {&onehot, &mixed}) {
+      LayerDeltas delta;
+      ASSERT_TRUE((*step)->visit_deltas(il, *base, 1, 1, delta).is_ok());
+      auto loss = [&](LayerMix m) {
+        auto l = (*step)->visit_step(il, m, 1, 1, 1.0, /*backward=*/false);
+        EXPECT_TRUE(l.is_ok());
+        return l.is_ok() ? *l : 0.0;
+      };
+      const double l0 = loss(*base);
+      for (int k = 0; k < n_kinds; ++k) {
+        ASSERT_EQ(delta[size_t(k)].size(), (*base)[size_t(k)].p.size());
+        for (size_t b = 0; b < delta[size_t(k)].size(); ++b) {
+          auto m = *base;
+          std::fill(m[size_t(k)].p.begin(), m[size_t(k)].p.end(), 0.0);
+          m[size_t(k)].p[b] = 1.0;
+          const double want = loss(m) - l0;
+          EXPECT_NEAR(delta[size_t(k)][b], want, 2e-3 * std::fabs(want) + 1e-5 * l0) << names[k] << " candidate " << b;
+          if (base == &onehot && (*base)[size_t(k)].p[b] == 1.0) EXPECT_EQ(delta[size_t(k)][b], 0.0) << names[k];
+          nonzero += std::fabs(delta[size_t(k)][b]) > 1e-4 * l0;
+        }
       }
     }
+    EXPECT_GE(nonzero, 2 * n_kinds);  // each module: the one-hot's other type, the mixture's both
+    (*step)->end_visits();
   }
-  EXPECT_GE(nonzero, 14);  // 7 modules x 2 candidates: the one-hot's other type, the mixture's both
-  (*step)->end_visits();
+}
+
+// qwen2moe: the routed experts' weights not renormalized, and a shared expert every token
+// takes, gated per token by a sigmoid. gamma's layer equals libllama's (without the shared
+// expert, or with renormalized weights, it does not); the shared expert's three tensors are
+// modules that HAWQ-V2 and Stage I score and `gamma solve` types on their own; llama.cpp runs
+// the file.
+TEST(Moe, SharedExpertQwen2MoeMatchesLibllamaScoresAndRuns) {
+  TempDir d;
+  const std::string moe = d / "moe.gguf";
+  write_moe(moe, "qwen2moe");
+  auto m = Model::open(moe);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  EXPECT_EQ(kinds(**m), (std::set<std::string>{"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate_exps", "ffn_up_exps",
+                                               "ffn_down_exps", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"}));
+  std::vector<int32_t> toks(64);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = int32_t(1 + (i * 37) % 500);
+  auto v = verify_against_llama(moe, toks, 2);
+  ASSERT_TRUE(v.is_ok()) << v.status().message();
+  std::printf("[qwen2moe] %s\n", v->to_json().dump().c_str());
+  for (size_t il = 0; il < v->layer_rel_err.size(); ++il) {
+    EXPECT_LT(v->layer_rel_err[il], 1e-4) << "layer " << il;
+    EXPECT_LT(v->layer_max_err[il], 1e-4) << "layer " << il;
+  }
+  EXPECT_LT(v->logit_rel_err, 1e-4);
+  for (const auto& tweak : std::vector<std::function<void(HParams&)>>{[](HParams& h) { h.n_ff_shexp = 0; },
+                                                                       [](HParams& h) { h.expert_norm = true; }}) {
+    auto w = verify_against_llama(moe, toks, 2, tweak);
+    ASSERT_TRUE(w.is_ok()) << w.status().message();
+    EXPECT_GT(*std::max_element(w->layer_rel_err.begin(), w->layer_rel_err.end()), 1e-3);
+  }
+  auto r = gamma("pool " + moe + " --types Q4_0,Q8_0 -o " + d / "pool" + " -q");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = gamma("hawq " + d / "pool" + " --teacher " + moe + " --samples 2 --seqs 2 --calib-tokens 128 --seq-len 64 -t 2 -q" +
+            " --cache-dir " + d / "acts" + " -o " + d / "hawq.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json hawq = read_json(d / "hawq.json", "gamma.scores", 1).value();
+  for (int l = 0; l < kLayers; ++l)
+    for (const char* k : {"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", "ffn_down_exps"})
+      EXPECT_GT(hawq["modules"]["blk." + std::to_string(l) + "." + k + ".weight"]["hessian_trace"].get<double>(), 0) << k;
+  r = gamma("learn " + d / "pool" + " --teacher " + moe + " --bpw 6 --steps 8 --seqs 2 --calib-tokens 256 --seq-len 64" +
+            " --forcing sublayer --visit-steps 4 --measure-every 2 -t 2 -q --cache-dir " + d / "acts" + " -o " + d / "learn.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json learned = read_json(d / "learn.json", "gamma.scores", 1).value();
+  EXPECT_EQ(learned["modules"].size(), size_t(10 * kLayers));
+  for (const auto& [name, mod] : learned["modules"].items())
+    if (name.find("_shexp") != std::string::npos)
+      EXPECT_GT(mod["delta"]["Q4_0"].get<double>(), mod["delta"]["Q8_0"].get<double>()) << name;
+  r = gamma("solve " + d / "pool" + " --scores " + d / "hawq.json" + " --bpw 6 -o " + d / "solved.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = gamma("emit " + d / "pool" + " " + d / "solved.json" + " -o " + d / "solved.gguf");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_llama_tool(llama_tool("llama-perplexity") + " -m " + d / "solved.gguf" + " -f " +
+                         shared_data("text/wiki.valid.tokens") + " -c 64 --chunks 2 -t 2 -b 64",
+                     "Final estimate");
+  ASSERT_EQ(r.exit_code, 0) << r.output.substr(r.output.size() > 3000 ? r.output.size() - 3000 : 0);
+  EXPECT_NE(r.output.find("Final estimate: PPL = "), std::string::npos);
+  r = gamma("run " + moe + " --dry-run --bpw 6 -w " + d / "w");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("skipped"), std::string::npos) << r.output;
 }
 
 // Every architecture llama.cpp lists opens, or is refused in one line (the one it lists without
@@ -394,5 +475,6 @@ TEST(Architectures, EveryOneLlamaCppListsOpensOrIsRefusedInOneLine) {
   EXPECT_NE(r.output.find("qwen3moe             static,static-cal,hawq,gamma\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("qwen2                static,static-cal,hawq,gamma\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("gemma3               static,static-cal,hawq,gamma\n"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("qwen2moe             static,static-cal\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("qwen2moe             static,static-cal,hawq,gamma\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("deepseek2            static,static-cal\n"), std::string::npos) << r.output;
 }

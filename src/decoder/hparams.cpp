@@ -61,12 +61,12 @@ std::string get_str(gguf_context* ctx, const std::string& key, const std::string
 }  // namespace
 
 const std::vector<std::string>& decoder_architectures() {
-  static const std::vector<std::string> archs = {"llama", "qwen2", "qwen3", "gemma3", "qwen3moe"};
+  static const std::vector<std::string> archs = {"llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "qwen2moe"};
   return archs;
 }
 
 namespace {
-bool is_moe_architecture(const std::string& arch) { return arch == "qwen3moe"; }
+bool is_moe_architecture(const std::string& arch) { return arch == "qwen3moe" || arch == "qwen2moe"; }
 }  // namespace
 
 Status check_decoder_architecture(const std::string& arch) {
@@ -109,16 +109,25 @@ Result<HParams> read_hparams(const Model& m) {
     return Status::errorf("{}: key/value/rope dimensions {}/{}/{} differ (unsupported)", m.path(), h.head_dim,
                           v_len, n_rot);
 
-  // llama.cpp: llama -> NORM, qwen2/qwen3/gemma3/qwen3moe -> NEOX (llama_model_rope_type).
+  // llama.cpp: llama -> NORM, qwen2/qwen3/gemma3/qwen3moe/qwen2moe -> NEOX (llama_model_rope_type).
   h.rope_type = a == "llama" ? RopeType::kNorm : RopeType::kNeox;
   h.qk_norm = a == "qwen3" || a == "qwen3moe";
-  if (is_moe_architecture(a)) {  // llama_model_qwen3moe: build_moe_ffn(..., SILU, norm_w true, expert_weights_scale, SOFTMAX)
+  // llama_model_qwen3moe: build_moe_ffn(..., SILU, norm_w true, expert_weights_scale, SOFTMAX);
+  // llama_model_qwen2moe: the same with norm_w false, its experts n_ff / n_expert_used wide
+  // unless the key says, and the shared expert (n_ff wide unless the key says).
+  if (is_moe_architecture(a)) {
     GAMMA_ASSIGN_OR_RETURN(double ne, need("expert_count"));
     GAMMA_ASSIGN_OR_RETURN(double nu, need("expert_used_count"));
     h.n_expert = int64_t(ne);
     h.n_expert_used = int64_t(nu);
-    h.n_ff_exp = int64_t(get_num(ctx, a + ".expert_feed_forward_length").value_or(double(h.n_ff)));
-    h.expert_norm = true;
+    const bool q2 = a == "qwen2moe";
+    const double def_ff_exp = q2 && nu > 0 ? double(h.n_ff / int64_t(nu)) : double(h.n_ff);
+    h.n_ff_exp = int64_t(get_num(ctx, a + ".expert_feed_forward_length").value_or(def_ff_exp));
+    h.expert_norm = !q2;
+    if (q2) {
+      h.n_ff_shexp = int64_t(get_num(ctx, a + ".expert_shared_feed_forward_length").value_or(0.0));
+      if (h.n_ff_shexp == 0) h.n_ff_shexp = h.n_ff;
+    }
     h.expert_scale = float(get_num(ctx, a + ".expert_weights_scale").value_or(0.0));
     if (h.n_expert <= 0 || h.n_expert_used <= 0 || h.n_expert_used > h.n_expert || h.n_ff_exp <= 0)
       return Status::errorf("{}: bad expert counts {} used of {} (width {})", m.path(), h.n_expert_used, h.n_expert,

@@ -1,4 +1,4 @@
-// The hyperparameters of a llama / qwen2 / qwen3 / gemma3 decoder as llama.cpp reads them from
+// The hyperparameters of a llama / qwen2 / qwen3 / gemma3 / qwen3moe / qwen2moe decoder as llama.cpp reads them from
 // the GGUF (same keys, same defaults), so the LibTorch layer computes what libllama computes.
 #pragma once
 #include <cstdint>
@@ -51,6 +51,11 @@ struct HParams {
   bool expert_norm = false;
   float expert_scale = 0;
   bool moe() const { return n_expert > 0; }
+  // qwen2moe (src/models/qwen2moe.cpp): the routed experts' weights not renormalized, and a
+  // shared expert of width n_ff_shexp (ffn_{gate,up,down}_shexp, 2-D) beside them, its output
+  // scaled per token by sigmoid(ffn_gate_inp_shexp . x). 0: none.
+  int64_t n_ff_shexp = 0;
+  bool shexp() const { return n_ff_shexp > 0; }
 
   int64_t n_embd_q() const { return n_head * head_dim; }
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }

@@ -18,8 +18,11 @@
 namespace gm {
 
 std::string linear_kind_name(const HParams& hp, int k) {
+  if (k >= kShexpGate) return kSharedExpertKinds[k - kShexpGate];
   return std::string(kLinearKinds[k]) + (hp.moe() && k >= kFfnGate ? "_exps" : "");
 }
+
+bool has_kind(const HParams& hp, int k) { return k < kShexpGate || hp.shexp(); }
 
 void set_compute_threads(int n) {
   if (n <= 0) return;
@@ -186,11 +189,16 @@ at::Tensor moe_ffn(const HParams& hp, const LayerParams& lp, const at::Tensor& g
 
 }  // namespace
 
-at::Tensor ffn(const HParams& hp, const LayerParams& lp, const at::Tensor& gate, const at::Tensor& up,
-               const at::Tensor& down, const at::Tensor& f) {
-  if (hp.moe()) return moe_ffn(hp, lp, gate, up, down, f);
-  return linear(ffn_act(hp, linear(f, gate, lp.bias[kFfnGate]), linear(f, up, lp.bias[kFfnUp])), down,
-                lp.bias[kFfnDown]);
+at::Tensor ffn(const HParams& hp, const LayerParams& lp, const std::array<at::Tensor, kNumLinear>& w, const at::Tensor& f) {
+  if (!hp.moe())
+    return linear(ffn_act(hp, linear(f, w[kFfnGate], lp.bias[kFfnGate]), linear(f, w[kFfnUp], lp.bias[kFfnUp])),
+                  w[kFfnDown], lp.bias[kFfnDown]);
+  auto out = moe_ffn(hp, lp, w[kFfnGate], w[kFfnUp], w[kFfnDown], f);
+  if (!hp.shexp()) return out;
+  // qwen2moe's shared expert: a SwiGLU every token takes, gated by sigmoid(f . ffn_gate_inp_shexp)
+  // (ggml computes the sigmoid as silu(g) / g).
+  auto g = at::sigmoid(at::matmul(f, lp.shexp_gate).unsqueeze(-1));
+  return out + at::linear(ffn_act(hp, at::linear(f, w[kShexpGate]), at::linear(f, w[kShexpUp])), w[kShexpDown]) * g;
 }
 
 at::Tensor layer_forward(const HParams& hp, const LayerParams& lp, const std::array<at::Tensor, kNumLinear>& w,
@@ -200,7 +208,7 @@ at::Tensor layer_forward(const HParams& hp, const LayerParams& lp, const std::ar
                      linear(h, w[kAttnV], lp.bias[kAttnV]));
   auto h2 = attn_residual(hp, lp, x, linear(o, w[kAttnOut], lp.bias[kAttnOut]));
   auto f = rms_norm(h2, lp.ffn_norm, hp.rms_eps);
-  return ffn_residual(hp, lp, h2, ffn(hp, lp, w[kFfnGate], w[kFfnUp], w[kFfnDown], f));
+  return ffn_residual(hp, lp, h2, ffn(hp, lp, w, f));
 }
 
 Result<at::Tensor> read_tensor(const Model& m, const std::string& name) {
@@ -252,9 +260,10 @@ Result<LayerParams> TorchDecoder::layer_params(int il) const {
     GAMMA_RETURN_IF_ERROR(need("ffn_gate_inp.weight", hp_.n_expert * hp_.n_embd, lp.router));
     lp.router = lp.router.view({hp_.n_expert, hp_.n_embd});
   }
-  const int64_t out[kNumLinear] = {hp_.n_embd_q(), hp_.n_embd_kv(), hp_.n_embd_kv(), hp_.n_embd,
-                                   hp_.n_ff, hp_.n_ff, hp_.n_embd};
-  for (int k = 0; k < kNumLinear; ++k)
+  if (hp_.shexp()) GAMMA_RETURN_IF_ERROR(need("ffn_gate_inp_shexp.weight", hp_.n_embd, lp.shexp_gate));
+  // Biases: qwen2's (and qwen2moe's) q/k/v; the FFN's of a dense layer if a model has them.
+  const int64_t out[7] = {hp_.n_embd_q(), hp_.n_embd_kv(), hp_.n_embd_kv(), hp_.n_embd, hp_.n_ff, hp_.n_ff, hp_.n_embd};
+  for (int k = 0; k < 7; ++k)
     if (m.find(p + kLinearKinds[k] + ".bias") >= 0)
       GAMMA_RETURN_IF_ERROR(need(std::string(kLinearKinds[k]) + ".bias", out[k], lp.bias[size_t(k)]));
   return lp;
@@ -262,14 +271,17 @@ Result<LayerParams> TorchDecoder::layer_params(int il) const {
 
 Result<std::array<at::Tensor, kNumLinear>> TorchDecoder::layer_weights(int il) const {
   std::array<at::Tensor, kNumLinear> w;
-  const int64_t ff = hp_.moe() ? hp_.n_ff_exp : hp_.n_ff;
-  const int64_t out[kNumLinear] = {hp_.n_embd_q(), hp_.n_embd_kv(), hp_.n_embd_kv(), hp_.n_embd, ff, ff, hp_.n_embd};
-  const int64_t in[kNumLinear] = {hp_.n_embd, hp_.n_embd, hp_.n_embd, hp_.n_embd_q(), hp_.n_embd, hp_.n_embd, ff};
+  const int64_t ff = hp_.moe() ? hp_.n_ff_exp : hp_.n_ff, fs = hp_.n_ff_shexp;
+  const int64_t out[kNumLinear] = {hp_.n_embd_q(), hp_.n_embd_kv(), hp_.n_embd_kv(), hp_.n_embd, ff, ff, hp_.n_embd,
+                                   fs, fs, hp_.n_embd};
+  const int64_t in[kNumLinear] = {hp_.n_embd, hp_.n_embd, hp_.n_embd, hp_.n_embd_q(), hp_.n_embd, hp_.n_embd, ff,
+                                  hp_.n_embd, hp_.n_embd, fs};
   for (int k = 0; k < kNumLinear; ++k) {
+    if (!has_kind(hp_, k)) continue;
     const std::string name = "blk." + std::to_string(il) + "." + linear_kind_name(hp_, k) + ".weight";
     GAMMA_ASSIGN_OR_RETURN(w[size_t(k)], read_tensor(*model_, name));
     std::vector<int64_t> want = {out[k], in[k]};
-    if (hp_.moe() && k >= kFfnGate) want.insert(want.begin(), hp_.n_expert);
+    if (hp_.moe() && k >= kFfnGate && k <= kFfnDown) want.insert(want.begin(), hp_.n_expert);
     if (w[size_t(k)].sizes().vec() != want)
       return Status::errorf("{}: {} has shape {}, expected {}", model_->path(), name,
                             fmt::format("{}", fmt::join(w[size_t(k)].sizes().vec(), "x")), fmt::format("{}", fmt::join(want, "x")));

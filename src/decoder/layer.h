@@ -1,4 +1,4 @@
-// The FP decoder layer of llama / qwen2 / qwen3 / gemma3 in LibTorch, computing what libllama's
+// The FP decoder layer of llama / qwen2 / qwen3 / gemma3 / qwen3moe / qwen2moe in LibTorch, computing what libllama's
 // graph computes (src/models/{llama,qwen2,qwen3,gemma3}.cpp): RMSNorm, q/k/v (+bias), QK-norm
 // (qwen3, gemma3), RoPE with ggml's own cos/sin table, GQA causal attention (sliding-window on
 // gemma3's local layers), o, [RMSNorm,] residual, RMSNorm, SwiGLU or GeGLU, [RMSNorm,] residual. Linear weights are passed in, so Stage I can pass mixed weights that require
@@ -18,11 +18,13 @@ namespace gm {
 
 class Model;
 
-// Index into the seven linear kinds, in kLinearKinds order (gguf_model/model.h).
-enum LinearKind { kAttnQ = 0, kAttnK, kAttnV, kAttnOut, kFfnGate, kFfnUp, kFfnDown, kNumLinear };
-// (linear_kind_index, gguf_model/model.h, maps a module's kind to these.)
+// Index into the linear kinds: the seven of kLinearKinds, then a MoE layer's shared expert
+// (kSharedExpertKinds, gguf_model/model.h; linear_kind_index maps a module's kind to these).
+enum LinearKind { kAttnQ = 0, kAttnK, kAttnV, kAttnOut, kFfnGate, kFfnUp, kFfnDown, kShexpGate, kShexpUp, kShexpDown, kNumLinear };
 // The tensor kind of k in this model's layers (ffn_gate or ffn_gate_exps).
 std::string linear_kind_name(const HParams& hp, int k);
+// Whether this model's layers have kind k (the shared expert's only with hp.shexp()).
+bool has_kind(const HParams& hp, int k);
 
 // Everything of one layer except the linear weights.
 struct LayerParams {
@@ -31,6 +33,7 @@ struct LayerParams {
   at::Tensor attn_post_norm, ffn_post_norm;  // [n_embd], gemma3 only
   bool swa = false;                    // gemma3's local layers: sliding window, their own RoPE
   at::Tensor router;                   // [n_expert, n_embd], MoE only (ffn_gate_inp)
+  at::Tensor shexp_gate;               // [n_embd], qwen2moe's shared-expert gate (ffn_gate_inp_shexp)
   std::array<at::Tensor, kNumLinear> bias;  // [out] or undefined (qwen2 has q/k/v biases)
 };
 
@@ -45,12 +48,12 @@ Positional make_positional(const HParams& hp, int64_t n_pos, const std::vector<f
 
 // The FFN block on its normed input f [B, T, n_embd]: down(act(gate f, up f)), or a MoE layer's
 // routed experts (w: [n_expert, out, in]; each token through its top n_expert_used experts,
-// weighted as llama.cpp's build_moe_ffn).
-at::Tensor ffn(const HParams& hp, const LayerParams& lp, const at::Tensor& gate, const at::Tensor& up,
-               const at::Tensor& down, const at::Tensor& f);
+// weighted as llama.cpp's build_moe_ffn), plus its shared expert when it has one.
+at::Tensor ffn(const HParams& hp, const LayerParams& lp, const std::array<at::Tensor, kNumLinear>& w, const at::Tensor& f);
 
 // x: [B, T, n_embd] F32. w[k]: [out, in] (torch order; ggml's ne reversed), a MoE layer's
-// experts [n_expert, out, in]. Returns the layer output [B, T, n_embd].
+// experts [n_expert, out, in]; undefined for the kinds the model lacks. Returns the layer
+// output [B, T, n_embd].
 at::Tensor layer_forward(const HParams& hp, const LayerParams& lp, const std::array<at::Tensor, kNumLinear>& w,
                          const Positional& pos, const at::Tensor& x);
 

@@ -21,9 +21,13 @@ namespace gm {
 const char* const kLinearKinds[7] = {"attn_q", "attn_k", "attn_v", "attn_output",
                                      "ffn_gate", "ffn_up", "ffn_down"};
 
+const char* const kSharedExpertKinds[3] = {"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"};
+
 int linear_kind_index(const std::string& kind) {
   for (int k = 0; k < 7; ++k)
     if (kind == kLinearKinds[k] || (k >= 4 && kind == std::string(kLinearKinds[k]) + "_exps")) return k;
+  for (int k = 0; k < 3; ++k)
+    if (kind == kSharedExpertKinds[k]) return 7 + k;
   return -1;
 }
 

@@ -28,8 +28,10 @@ struct TensorInfo {
 // The seven linear kinds of a llama/qwen2/qwen3/gemma3 decoder layer, in llama.cpp tensor names (the
 // report's heatmaps; other architectures have other kinds: attn_qkv, ffn_up_exps, ...).
 extern const char* const kLinearKinds[7];  // attn_q attn_k attn_v attn_output ffn_gate ffn_up ffn_down
+// A MoE layer's shared expert (qwen2moe): a dense SwiGLU beside the routed experts.
+extern const char* const kSharedExpertKinds[3];  // ffn_gate_shexp ffn_up_shexp ffn_down_shexp
 // The index of `kind` in kLinearKinds, a MoE layer's experts under theirs (ffn_gate_exps is
-// ffn_gate's); -1 if none of them.
+// ffn_gate's), the shared expert's after them (7, 8, 9: the decoder's LinearKind); -1 if none.
 int linear_kind_index(const std::string& kind);
 
 struct LinearModule {

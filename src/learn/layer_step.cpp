@@ -10,6 +10,8 @@
 
 namespace gm {
 
+static_assert(kLayerKinds == kNumLinear, "learn's layer kinds are the decoder's");
+
 namespace {
 // A layer's linear weights as used (mixed or the teacher's) and the candidates they mix.
 struct LayerWeights {
@@ -65,23 +67,23 @@ struct LayerStep::Impl {
 
   std::array<int64_t, kNumLinear> n_out() const {
     const HParams& hp = model->hparams();
-    const int64_t ff = hp.moe() ? hp.n_ff_exp : hp.n_ff;
-    return {hp.n_embd_q(), hp.n_embd_kv(), hp.n_embd_kv(), hp.n_embd, ff, ff, hp.n_embd};
+    const int64_t ff = hp.moe() ? hp.n_ff_exp : hp.n_ff, fs = hp.n_ff_shexp;
+    return {hp.n_embd_q(), hp.n_embd_kv(), hp.n_embd_kv(), hp.n_embd, ff, ff, hp.n_embd, fs, fs, hp.n_embd};
   }
   std::array<int64_t, kNumLinear> n_in() const {
     const HParams& hp = model->hparams();
-    const int64_t ff = hp.moe() ? hp.n_ff_exp : hp.n_ff;
-    return {hp.n_embd, hp.n_embd, hp.n_embd, hp.n_embd_q(), hp.n_embd, hp.n_embd, ff};
+    const int64_t ff = hp.moe() ? hp.n_ff_exp : hp.n_ff, fs = hp.n_ff_shexp;
+    return {hp.n_embd, hp.n_embd, hp.n_embd, hp.n_embd_q(), hp.n_embd, hp.n_embd, ff, hp.n_embd, hp.n_embd, fs};
   }
   // Kind k's weight in torch order: [out, in], a MoE layer's experts [n_expert, out, in].
   std::vector<int64_t> shape(int k) const {
     const HParams& hp = model->hparams();
     std::vector<int64_t> s = {n_out()[size_t(k)], n_in()[size_t(k)]};
-    if (hp.moe() && k >= kFfnGate) s.insert(s.begin(), hp.n_expert);
+    if (hp.moe() && k >= kFfnGate && k <= kFfnDown) s.insert(s.begin(), hp.n_expert);
     return s;
   }
   // The teacher's weight of layer il, kind k, a module without pool candidates (kept).
-  Result<at::Tensor> teacher_weight(int il, int k, const std::array<ModuleMix, 7>& mods);
+  Result<at::Tensor> teacher_weight(int il, int k, const LayerMix& mods);
 
   // The visit of layer il, checked to hold rows [r0, r0 + n).
   Result<const Visit*> visit_rows(int il, int r0, int n) const {
@@ -92,8 +94,8 @@ struct LayerStep::Impl {
   }
   // Layer il's linear weights: W_mix = sum_b p_b W_b (requiring grad when `grad`), or the
   // teacher's for modules without candidates; and the candidates as tensors.
-  // kinds: which of the seven to build (default all); the others stay undefined.
-  Result<LayerWeights> weights(int il, std::array<ModuleMix, 7>& mods, bool grad, uint8_t kinds = 0x7f);
+  // kinds: which kinds to build (a bit mask, default all); the others stay undefined.
+  Result<LayerWeights> weights(int il, LayerMix& mods, bool grad, uint16_t kinds = (1u << kNumLinear) - 1);
 };
 
 LayerStep::LayerStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -114,7 +116,7 @@ Result<std::unique_ptr<LayerStep>> LayerStep::create(const std::string& teacher_
   return std::unique_ptr<LayerStep>(new LayerStep(std::move(impl)));
 }
 
-Result<at::Tensor> LayerStep::Impl::teacher_weight(int il, int k, const std::array<ModuleMix, 7>& mods) {
+Result<at::Tensor> LayerStep::Impl::teacher_weight(int il, int k, const LayerMix& mods) {
   auto key = std::make_pair(il, k);
   if (!teacher_w.count(key)) {
     GAMMA_ASSIGN_OR_RETURN(auto all, model->layer_weights(il));
@@ -124,7 +126,7 @@ Result<at::Tensor> LayerStep::Impl::teacher_weight(int il, int k, const std::arr
   return teacher_w[key];
 }
 
-Result<LayerWeights> LayerStep::Impl::weights(int il, std::array<ModuleMix, 7>& mods, bool grad, uint8_t kinds) {
+Result<LayerWeights> LayerStep::Impl::weights(int il, LayerMix& mods, bool grad, uint16_t kinds) {
   LayerWeights r;
   auto& w = r.w;
   auto& cands = r.cands;
@@ -158,7 +160,7 @@ Result<LayerWeights> LayerStep::Impl::weights(int il, std::array<ModuleMix, 7>& 
 
 namespace {
 // dL/dp_b = <dL/dW_mix, W_b>, accumulated into each module's grad.
-void accumulate_grads(std::array<ModuleMix, 7>& mods, const LayerWeights& lw) {
+void accumulate_grads(LayerMix& mods, const LayerWeights& lw) {
   const auto& w = lw.w;
   const auto& cands = lw.cands;
   at::NoGradGuard no_grad;
@@ -173,7 +175,7 @@ void accumulate_grads(std::array<ModuleMix, 7>& mods, const LayerWeights& lw) {
 }
 }  // namespace
 
-Result<double> LayerStep::run(int il, std::array<ModuleMix, 7>& mods, const float* x, const float* y, int n_seq,
+Result<double> LayerStep::run(int il, LayerMix& mods, const float* x, const float* y, int n_seq,
                               double scale, bool backward) {
   Impl& im = *impl_;
   const HParams& hp = im.model->hparams();
@@ -196,7 +198,7 @@ bool LayerStep::cached_kind(int k) const {
   return k == kAttnQ || k == kAttnK || k == kAttnV || (!impl_->model->hparams().moe() && (k == kFfnGate || k == kFfnUp));
 }
 
-Status LayerStep::begin_visit(int il, const std::array<ModuleMix, 7>& mods, const float* x, const float* y,
+Status LayerStep::begin_visit(int il, const LayerMix& mods, const float* x, const float* y,
                               int n_seq) {
   Impl& im = *impl_;
   const HParams& hp = im.model->hparams();
@@ -234,17 +236,17 @@ Status LayerStep::begin_visit(int il, const std::array<ModuleMix, 7>& mods, cons
   return Status::ok();
 }
 
-uint8_t LayerStep::weight_kinds() const {
-  uint8_t m = 0;
+uint16_t LayerStep::weight_kinds() const {
+  uint16_t m = 0;
   for (int k = 0; k < kNumLinear; ++k)
-    if (!cached_kind(k)) m = uint8_t(m | 1 << k);
+    if (!cached_kind(k)) m = uint16_t(m | 1u << k);
   return m;
 }
 
 namespace {
 // The mixed outputs of a visit's cached kinds on rows [r0, r0 + n): p a leaf (requiring grad
 // when `grad`), Y = sum_b p_b Y_b (+ bias), as [n, T, n_out].
-Status mix_cached(const LayerStep& step, const Visit& v, const LayerParams& lp, const std::array<ModuleMix, 7>& mods,
+Status mix_cached(const LayerStep& step, const Visit& v, const LayerParams& lp, const LayerMix& mods,
                   int r0, int n, int64_t T, bool grad, std::array<at::Tensor, kNumLinear>& p,
                   std::array<at::Tensor, kNumLinear>& y) {
   for (int k = 0; k < kNumLinear; ++k) {
@@ -270,7 +272,7 @@ Status mix_cached(const LayerStep& step, const Visit& v, const LayerParams& lp, 
 // up outputs y (a dense layer), or a MoE layer's experts from their weights w on h2t's norm.
 at::Tensor ffn_block(const HParams& hp, const LayerParams& lp, const std::array<at::Tensor, kNumLinear>& y,
                      const std::array<at::Tensor, kNumLinear>& w, const at::Tensor& h2t) {
-  if (hp.moe()) return ffn(hp, lp, w[kFfnGate], w[kFfnUp], w[kFfnDown], rms_norm(h2t, lp.ffn_norm, hp.rms_eps));
+  if (hp.moe()) return ffn(hp, lp, w, rms_norm(h2t, lp.ffn_norm, hp.rms_eps));
   return linear(ffn_act(hp, y[kFfnGate], y[kFfnUp]), w[kFfnDown], lp.bias[kFfnDown]);
 }
 
@@ -283,7 +285,7 @@ double mse_change(const at::Tensor& a, const at::Tensor& b, const at::Tensor& t,
 }
 }  // namespace
 
-Result<double> LayerStep::visit_step(int il, std::array<ModuleMix, 7>& mods, int r0, int n, double scale,
+Result<double> LayerStep::visit_step(int il, LayerMix& mods, int r0, int n, double scale,
                                      bool backward) {
   Impl& im = *impl_;
   const HParams& hp = im.model->hparams();
@@ -318,8 +320,8 @@ Result<double> LayerStep::visit_step(int il, std::array<ModuleMix, 7>& mods, int
   return mse.item<double>();
 }
 
-Status LayerStep::visit_deltas(int il, const std::array<ModuleMix, 7>& mods_in, int r0, int n,
-                               std::array<std::vector<double>, 7>& delta) {
+Status LayerStep::visit_deltas(int il, const LayerMix& mods_in, int r0, int n,
+                               LayerDeltas& delta) {
   Impl& im = *impl_;
   const HParams& hp = im.model->hparams();
   GAMMA_ASSIGN_OR_RETURN(const Visit* vp, im.visit_rows(il, r0, n));
@@ -327,7 +329,7 @@ Status LayerStep::visit_deltas(int il, const std::array<ModuleMix, 7>& mods_in, 
   const int64_t T = im.seq_len;
   const LayerParams& lp = im.params[size_t(il)];
   at::NoGradGuard no_grad;
-  std::array<ModuleMix, 7> mods = mods_in;  // weights() reads them only
+  LayerMix mods = mods_in;  // weights() reads them only
   GAMMA_ASSIGN_OR_RETURN(auto lw, im.weights(il, mods, false, weight_kinds()));
   std::array<at::Tensor, kNumLinear> p, y;
   GAMMA_RETURN_IF_ERROR(mix_cached(*this, v, lp, mods, r0, n, T, false, p, y));
@@ -373,7 +375,7 @@ void LayerStep::end_visits() { impl_->visits.clear(); }
 
 void LayerStep::set_token_weights(TokenWeights w) { impl_->token_weights_mode = w; }
 
-Status LayerStep::forward(int il, std::array<ModuleMix, 7>& mods, const float* x, float* y, int n_seq) {
+Status LayerStep::forward(int il, LayerMix& mods, const float* x, float* y, int n_seq) {
   Impl& im = *impl_;
   const HParams& hp = im.model->hparams();
   const auto f32 = at::TensorOptions().dtype(at::kFloat);
@@ -385,7 +387,7 @@ Status LayerStep::forward(int il, std::array<ModuleMix, 7>& mods, const float* x
   return Status::ok();
 }
 
-Status LayerStep::backward(int il, std::array<ModuleMix, 7>& mods, const float* x, const float* grad_y, float* grad_x,
+Status LayerStep::backward(int il, LayerMix& mods, const float* x, const float* grad_y, float* grad_x,
                            int n_seq) {
   Impl& im = *impl_;
   const HParams& hp = im.model->hparams();

@@ -26,6 +26,12 @@ struct ModuleMix {
   std::vector<double>* grad = nullptr;  // receives d(scale * mse)/dp (accumulated)
 };
 
+// A layer's modules by kind, decoder/layer.h's LinearKind: q, k, v, o, gate, up, down, then a
+// MoE layer's shared expert (gate, up, down); a kind the model lacks stays empty.
+constexpr int kLayerKinds = 10;
+using LayerMix = std::array<ModuleMix, kLayerKinds>;
+using LayerDeltas = std::array<std::vector<double>, kLayerKinds>;
+
 class LayerStep {
  public:
   // Loads every layer's non-linear parameters (norms, biases) from the teacher.
@@ -36,7 +42,7 @@ class LayerStep {
   void set_token_weights(TokenWeights w);
   // x, y: n_seq x seq_len x n_embd floats (the teacher's input and output of layer `il`).
   // Returns the MSE (mean over all elements). backward = false: the MSE only (no gradients).
-  Result<double> run(int il, std::array<ModuleMix, 7>& mods, const float* x, const float* y, int n_seq, double scale,
+  Result<double> run(int il, LayerMix& mods, const float* x, const float* y, int n_seq, double scale,
                      bool backward = true);
 
   // Sub-layer teacher forcing with cached candidate outputs (--forcing sublayer). A visit of
@@ -49,8 +55,8 @@ class LayerStep {
   // one-hot). Loss: MSE(h2) + MSE(output of the FFN run on the teacher's h2), so the FFN's
   // gradient never crosses into the attention. Cost: one matmul per candidate and cached
   // module at begin_visit, repaid over the visit's steps.
-  Status begin_visit(int il, const std::array<ModuleMix, 7>& mods, const float* x, const float* y, int n_seq);
-  Result<double> visit_step(int il, std::array<ModuleMix, 7>& mods, int r0, int n, double scale, bool backward = true);
+  Status begin_visit(int il, const LayerMix& mods, const float* x, const float* y, int n_seq);
+  Result<double> visit_step(int il, LayerMix& mods, int r0, int n, double scale, bool backward = true);
   // The measured loss change of a visit's step (--measure-every): for every module with
   // candidates, how this step's loss on rows [r0, r0 + n) changes when that module alone runs
   // candidate b instead of its current weights (mods' p), every other module as it is:
@@ -58,23 +64,24 @@ class LayerStep {
   // hard samples the others are the sampled assignment, so its average over steps is the
   // loss a candidate causes in the assignments Stage I converges to. Cost: one matmul (q/k/v:
   // one attention) per candidate and module, about K times a step's forward.
-  Status visit_deltas(int il, const std::array<ModuleMix, 7>& mods, int r0, int n,
-                      std::array<std::vector<double>, 7>& delta);
+  Status visit_deltas(int il, const LayerMix& mods, int r0, int n,
+                      LayerDeltas& delta);
   void end_visits();
   // Whether kind k's candidates are read only by begin_visit (their outputs are cached): q, k,
   // v, and a dense layer's gate and up (a MoE layer's experts see only their routed tokens,
-  // so their candidates stay and run per step like attn_output's and ffn_down's).
+  // so their candidates stay and run per step like attn_output's and ffn_down's, and so do its
+  // shared expert's).
   bool cached_kind(int k) const;
-  // The others as a bit mask over the seven kinds: whose weights a visit step mixes itself.
-  uint8_t weight_kinds() const;
+  // The others as a bit mask over the kinds: whose weights a visit step mixes itself.
+  uint16_t weight_kinds() const;
 
   // Chained use (the CE ablation: layers feed each other, gradients flow through all of them,
   // recomputed layer by layer so only the layer inputs are kept). forward: layer il on x, no
   // gradients, output into y. backward: recompute layer il on x with gradients, back-propagate
   // grad_y; adds <dL/dW_mix, W_b> to each module's grad and writes dL/dx into grad_x (null:
   // not needed, e.g. layer 0).
-  Status forward(int il, std::array<ModuleMix, 7>& mods, const float* x, float* y, int n_seq);
-  Status backward(int il, std::array<ModuleMix, 7>& mods, const float* x, const float* grad_y, float* grad_x, int n_seq);
+  Status forward(int il, LayerMix& mods, const float* x, float* y, int n_seq);
+  Status backward(int il, LayerMix& mods, const float* x, const float* grad_y, float* grad_x, int n_seq);
   // KL(teacher || student) of the next-token distributions from the last hidden states (the
   // teacher's h_teacher, the student's h), mean over tokens; writes d(scale * KL)/dh into grad_h.
   Result<double> head_kl(const float* h, const float* h_teacher, float* grad_h, int n_seq, double scale);

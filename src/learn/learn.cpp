@@ -263,8 +263,8 @@ class StageOne {
   // --init-plan: the plan's candidate becomes each module's mode (p = weight); its sha256.
   Result<std::string> warm_start(const std::string& plan_path, double weight);
   Status save_checkpoint(double seconds) const;
-  Status load_layer(int l, const Weights& w, std::array<ModuleMix, 7>& mix, std::vector<std::vector<float>>& bufs);
-  void set_weights(int l, const Weights& w, std::array<ModuleMix, 7>& mix);
+  Status load_layer(int l, const Weights& w, LayerMix& mix, std::vector<std::vector<float>>& bufs);
+  void set_weights(int l, const Weights& w, LayerMix& mix);
   // The visit of a step (--visit-steps > 1; step 0 is never in one): its index, or -1.
   int visit_of(int step) const { return opt_.visit_steps > 1 && step > 0 ? (step - 1) / opt_.visit_steps : -1; }
   int visit_start(int visit) const { return 1 + visit * opt_.visit_steps; }
@@ -278,7 +278,7 @@ class StageOne {
   double change_ = 1;
   int64_t min_dn_ = 0;
   // Layer l's measured loss changes (rows r0.. of its visit) into dstep_.
-  Status measure(int l, const std::array<ModuleMix, 7>& mix, int r0);
+  Status measure(int l, const LayerMix& mix, int r0);
   Result<double> eval_mse(const Weights& w);
   void sample(int step, double tau);
   Result<double> task_mse(int step, const std::vector<int>& seqs, const std::vector<int>& layers, int k_step,
@@ -300,7 +300,7 @@ class StageOne {
   std::vector<Mod> mods_;
   double n_total_ = 0;
   int L_ = 0, k_layers_ = 0;
-  std::vector<std::array<int, 7>> by_layer_;  // module index by layer and kind, -1: none
+  std::vector<std::array<int, kLayerKinds>> by_layer_;  // module index by layer and kind, -1: none
   std::unique_ptr<CandidateStore> store_;
   std::unique_ptr<ActivationCache> cache_;
   std::unique_ptr<LayerStep> stepper_;
@@ -316,7 +316,7 @@ class StageOne {
   struct Resident {
     int layer;
     std::vector<std::vector<float>> bufs;
-    std::array<ModuleMix, 7> mix;
+    LayerMix mix;
   };
   std::vector<Resident> visit_;
   int visit_id_ = -1;
@@ -565,10 +565,10 @@ Status StageOne::save_checkpoint(double seconds) const {
 }
 
 // Dequantizes layer l's candidates into bufs and points `mix` at them with mixing weights w.
-Status StageOne::load_layer(int l, const Weights& w, std::array<ModuleMix, 7>& mix,
+Status StageOne::load_layer(int l, const Weights& w, LayerMix& mix,
                             std::vector<std::vector<float>>& bufs) {
   size_t nb = 0;
-  for (int k = 0; k < 7; ++k) {
+  for (int k = 0; k < kLayerKinds; ++k) {
     const int mi = by_layer_[size_t(l)][size_t(k)];
     if (mi < 0) continue;
     const Mod& m = mods_[size_t(mi)];
@@ -583,8 +583,8 @@ Status StageOne::load_layer(int l, const Weights& w, std::array<ModuleMix, 7>& m
   return Status::ok();
 }
 
-void StageOne::set_weights(int l, const Weights& w, std::array<ModuleMix, 7>& mix) {
-  for (int k = 0; k < 7; ++k) {
+void StageOne::set_weights(int l, const Weights& w, LayerMix& mix) {
+  for (int k = 0; k < kLayerKinds; ++k) {
     const int mi = by_layer_[size_t(l)][size_t(k)];
     if (mi < 0) continue;
     mix[size_t(k)].p = w[size_t(mi)];
@@ -617,7 +617,7 @@ Status StageOne::enter_visit(int visit, const std::vector<int>& layers) {
     GAMMA_RETURN_IF_ERROR(cache_->read(l + 1, seqs, vy.data()));
     GAMMA_RETURN_IF_ERROR(stepper_->begin_visit(l, r.mix, vx.data(), vy.data(), opt_.visit_seqs));
     size_t nb = 0;
-    for (int k = 0; k < 7; ++k) {
+    for (int k = 0; k < kLayerKinds; ++k) {
       auto& c = r.mix[size_t(k)].cands;
       for (auto& ptr : c) {
         if (stepper_->cached_kind(k)) {
@@ -632,10 +632,10 @@ Status StageOne::enter_visit(int visit, const std::vector<int>& layers) {
   return Status::ok();
 }
 
-Status StageOne::measure(int l, const std::array<ModuleMix, 7>& mix, int r0) {
-  std::array<std::vector<double>, 7> d;
+Status StageOne::measure(int l, const LayerMix& mix, int r0) {
+  LayerDeltas d;
   GAMMA_RETURN_IF_ERROR(stepper_->visit_deltas(l, mix, r0, opt_.seqs, d));
-  for (int k = 0; k < 7; ++k)
+  for (int k = 0; k < kLayerKinds; ++k)
     if (const int mi = by_layer_[size_t(l)][size_t(k)]; mi >= 0) dstep_[size_t(mi)] = d[size_t(k)];
   return Status::ok();
 }
@@ -645,7 +645,7 @@ Result<double> StageOne::layer_mse(int l, const std::vector<int>& seqs, const We
   GAMMA_RETURN_IF_ERROR(cache_->read(l, seqs, x_.data()));
   GAMMA_RETURN_IF_ERROR(cache_->read(l + 1, seqs, y_.data()));
   auto t1 = std::chrono::steady_clock::now();
-  std::array<ModuleMix, 7> mix;
+  LayerMix mix;
   GAMMA_RETURN_IF_ERROR(load_layer(l, w, mix, bufs_));
   auto t2 = std::chrono::steady_clock::now();
   t_io_ += std::chrono::duration<double>(t1 - t0).count();
@@ -668,7 +668,7 @@ Result<double> StageOne::eval_mse(const Weights& w) {
     if (!owns(l)) continue;
     GAMMA_RETURN_IF_ERROR(cache_->read(l, seqs, x_.data()));
     GAMMA_RETURN_IF_ERROR(cache_->read(l + 1, seqs, y_.data()));
-    std::array<ModuleMix, 7> mix;
+    LayerMix mix;
     GAMMA_RETURN_IF_ERROR(load_layer(l, w, mix, bufs_));
     GAMMA_ASSIGN_OR_RETURN(per_layer[size_t(l)], stepper_->run(l, mix, x_.data(), y_.data(), opt_.seqs, 1.0, /*backward=*/false));
   }
@@ -746,7 +746,7 @@ Result<double> StageOne::task_mse(int step, const std::vector<int>& seqs, const 
     change_ = 0;
     min_dn_ = INT64_MAX;
     for (int l : layers)
-      for (int k = 0; k < 7; ++k)
+      for (int k = 0; k < kLayerKinds; ++k)
         if (const int mi = by_layer_[size_t(l)][size_t(k)]; mi >= 0) {
           Mod& m = mods_[size_t(mi)];
           const std::vector<double>& d = dstep_[size_t(mi)];
@@ -792,7 +792,7 @@ Result<double> StageOne::task_ce(int step, const std::vector<int>& seqs, const W
   GAMMA_RETURN_IF_ERROR(cache_->read(0, seqs, xs_[0].data()));
   GAMMA_RETURN_IF_ERROR(cache_->read(L_, seqs, y_.data()));
   for (int l = 0; l < L_; ++l) {
-    std::array<ModuleMix, 7> mix;
+    LayerMix mix;
     GAMMA_RETURN_IF_ERROR(load_layer(l, wmix, mix, bufs_));
     GAMMA_RETURN_IF_ERROR(stepper_->forward(l, mix, xs_[size_t(l)].data(), xs_[size_t(l) + 1].data(), B));
   }
@@ -800,7 +800,7 @@ Result<double> StageOne::task_ce(int step, const std::vector<int>& seqs, const W
   GAMMA_ASSIGN_OR_RETURN(double kl, stepper_->head_kl(xs_[size_t(L_)].data(), y_.data(), g.data(), B, 1.0));
   if (!std::isfinite(kl)) return Status::errorf("KL is {} at step {}", kl, step);
   for (int l = L_ - 1; l >= 0; --l) {
-    std::array<ModuleMix, 7> mix;
+    LayerMix mix;
     GAMMA_RETURN_IF_ERROR(load_layer(l, wmix, mix, bufs_));
     GAMMA_RETURN_IF_ERROR(stepper_->backward(l, mix, xs_[size_t(l)].data(), g.data(), l > 0 ? g2.data() : nullptr, B));
     std::swap(g, g2);
