@@ -9,7 +9,12 @@ namespace {
 // Reference figures, 2 threads on the 2-core AMD EPYC the project is measured on.
 constexpr double kQwenParams = 1.544e9;
 constexpr double kTeacherTokS = 44;     // Qwen2.5-1.5B F32 forward, tokens/s
-constexpr double kQuantTokS = 90;       // Qwen2.5-1.5B quantized (~4 bpw), llama-perplexity tokens/s
+// gamma eval with the teacher's base cached: a fixed part (loading), and per token a part per
+// weight and one per vocabulary entry (the log-softmax and the KLD against the base). Fitted on
+// SmolLM2-135M (3.9 s), Qwen2.5-Coder-0.5B (10.9 s) and Gemma-3-270M (9.6 s, a 262k vocabulary)
+// quantized, 4 x 512 tokens, nothing else running (experiments/eval_cost.sh); it gives
+// Qwen-1.5B 26.0 s where the older weights-only figure (90 tokens/s) gave 22.8 s.
+constexpr double kEvalLoadS = 1.11, kEvalSPerTokG = 7.02e-3, kEvalSPerTokVocab = 8.72e-9;
 constexpr double kLayerStepS = 1.1;     // one Qwen Stage I layer step on 512 tokens
 
 double scale(const ModelSize& m) { return m.params / kQwenParams * 2.0 / std::max(1, m.threads); }
@@ -19,7 +24,8 @@ double scale(const ModelSize& m) { return m.params / kQwenParams * 2.0 / std::ma
 double teacher_seconds(const ModelSize& m, double tokens) { return tokens / kTeacherTokS * scale(m); }
 
 double eval_seconds(const ModelSize& m, double tokens, bool teacher_cached) {
-  return tokens / kQuantTokS * scale(m) + (teacher_cached ? 0 : teacher_seconds(m, tokens));
+  const double per_tok = (kEvalSPerTokG * m.params / 1e9 + kEvalSPerTokVocab * m.vocab) * 2.0 / std::max(1, m.threads);
+  return kEvalLoadS + tokens * per_tok + (teacher_cached ? 0 : teacher_seconds(m, tokens));
 }
 
 double dequantize_seconds(const ModelSize& m) { return 10 * m.params / 1e9; }

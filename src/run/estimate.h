@@ -11,6 +11,7 @@ namespace gm::run {
 struct ModelSize {
   double params = 0;         // every weight of the model
   double linear_params = 0;  // those of the linear modules (what the pool quantizes)
+  double vocab = 0;          // the vocabulary (an eval's log-softmax and KLD per token)
   int n_layer = 0;
   int threads = 2;
 };

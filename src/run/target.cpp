@@ -26,6 +26,8 @@ Result<ModelSize> model_size(const std::string& path, int threads) {
   s.params = d["totals"]["params"].get<double>();
   s.linear_params = d["totals"]["linear_params"].get<double>();
   s.n_layer = m->n_layer();
+  const int64_t te = m->find("token_embd.weight");  // [n_embd, n_vocab]
+  s.vocab = te >= 0 ? double(m->tensors()[size_t(te)].shape.back()) : 0;
   s.threads = threads;
   return s;
 }
