@@ -325,6 +325,20 @@ TEST(Emit, RandomMixedPlanIsReproducedByLlamaQuantizeFromTheRecipe) {
                " " + (d / "lq.gguf") + " Q4_0 2");
   ASSERT_EQ(q.exit_code, 0) << q.output;
   EXPECT_EQ(types_of(d / "lq.gguf"), got);
+
+  // The embedding at Q5_0 (not the model's type) was quantized once and kept in POOL/fixed/: a
+  // second emit reads it and writes the same bytes; a torn cache file is not read.
+  std::vector<fs::path> kept;  // and output.weight at Q8_0 (stories260K's is F32)
+  for (const auto& e : fs::directory_iterator(m.dir + "/fixed"))
+    if (e.path().filename().string().rfind("token_embd.weight.Q5_0.", 0) == 0) kept.push_back(e.path());
+  ASSERT_EQ(kept.size(), 1u);
+  const std::string first = read_file(d / "mix.gguf").value();
+  ASSERT_TRUE(emit(m.dir, p, d / "again.gguf").is_ok());
+  EXPECT_TRUE(read_file(d / "again.gguf").value() == first);
+  ASSERT_TRUE(write_file_atomic(kept[0].string(), "torn").is_ok());
+  ASSERT_TRUE(emit(m.dir, p, d / "torn.gguf").is_ok());
+  EXPECT_TRUE(read_file(d / "torn.gguf").value() == first);
+  EXPECT_GT(fs::file_size(kept[0]), 4u) << "rewritten whole";
 }
 
 TEST(Pool, ImatrixWeightsLikeLlamaQuantizeAndImportsCopyBytes) {

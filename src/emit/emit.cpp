@@ -1,5 +1,6 @@
 #include "emit/emit.h"
 
+#include <filesystem>
 #include <map>
 #include <memory>
 
@@ -49,6 +50,21 @@ static uint32_t ftype_of(ggml_type t) {
     default: return LLAMA_FTYPE_GUESSED;
   }
 }
+
+namespace {
+
+// A tensor outside the pool at another type than the model's (a head rule: Qwen-0.5B's tied
+// embedding at IQ4_NL) is quantized from the model by every emit, the same bytes each time:
+// 25 s of the 28 an emit of Qwen-0.5B takes, paid by each variant gamma run tries. The first
+// emit keeps them in POOL/fixed/, named by the model's fingerprint and the imatrix's hash so a
+// pool rebuilt from another model or imatrix in the same directory never reads them; a
+// cache that cannot be written is only a cost.
+std::string fixed_cache_path(const Manifest& man, const std::string& name, ggml_type t) {
+  const std::string key = man.model_fingerprint + "/" + man.imatrix_sha256;
+  return man.dir + "/fixed/" + name + "." + type_name(t) + "." + sha256_hex(key.data(), key.size()).substr(0, 16);
+}
+
+}  // namespace
 
 Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std::string& out_path, int n_threads) {
   const int nt = resolve_threads(n_threads);
@@ -125,11 +141,22 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
       buf.resize(t.nbytes);
       return model->read_raw(t, buf.data());
     }
+    const uint64_t nbytes = uint64_t(ggml_row_size(want, t.row_width())) * uint64_t(t.n_rows());
+    const std::string cached = fixed_cache_path(man, t.name, want);
+    if (auto c = read_file(cached); c.is_ok() && c->size() == nbytes) {
+      buf.assign(c->begin(), c->end());
+      return Status::ok();
+    }
     GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, model->read_f32(t));
     const auto* iv = im.find(t.name);
     buf = want == GGML_TYPE_F32
               ? std::vector<uint8_t>(reinterpret_cast<uint8_t*>(ref.data()), reinterpret_cast<uint8_t*>(ref.data() + ref.size()))
               : quantize_rows(want, ref.data(), t.n_rows(), t.row_width(), iv ? iv->data() : nullptr, nt);
+    if (want != GGML_TYPE_F32 && buf.size() == nbytes) {
+      std::error_code ec;
+      std::filesystem::create_directories(man.dir + "/fixed", ec);
+      if (!ec) (void)write_file_atomic_nosync(cached, std::string(buf.begin(), buf.end()));
+    }
     return Status::ok();
   }));
 
