@@ -22,6 +22,7 @@
 #include "decoder/hparams.h"
 #include "decoder/layer.h"
 #include "pool/manifest.h"
+#include "tests/layer_checks.h"
 #include "tests/testing.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -500,37 +501,13 @@ TEST_F(LayerGrad, MeasuredLossChangeIsTheLossOfTheSwitchedAssignment) {
   LayerDeltas grads;
   std::mt19937 rng(13);
   layer_mix(il, rng, mixed, grads);
-  auto onehot = mixed;
-  for (int k = 0; k < 7; ++k) {
-    auto& p = onehot[size_t(k)].p;
-    std::fill(p.begin(), p.end(), 0.0);
-    p[size_t(k) % p.size()] = 1.0;
-  }
+  const LayerMix onehot = gm::testing::one_hot_of(mixed, 7);
   ASSERT_TRUE(step_->begin_visit(il, mixed, x.data(), y.data(), 2).is_ok());
   int nonzero = 0;
-  for (TokenWeights tw : {TokenWeights::kNone, TokenWeights::kRel, TokenWeights::kClip})  // --layer-loss
-  for (const auto* base : {&onehot, &mixed}) {
+  for (TokenWeights tw : {TokenWeights::kNone, TokenWeights::kRel, TokenWeights::kClip}) {  // --layer-loss
     step_->set_token_weights(tw);
-    LayerDeltas delta;
-    ASSERT_TRUE(step_->visit_deltas(il, *base, 1, 1, delta).is_ok());
-    auto loss = [&](LayerMix m) {
-      auto r = step_->visit_step(il, m, 1, 1, 1.0, /*backward=*/false);
-      EXPECT_TRUE(r.is_ok());
-      return r.is_ok() ? *r : 0.0;
-    };
-    const double l0 = loss(*base);
-    for (int k = 0; k < 7; ++k) {
-      ASSERT_EQ(delta[size_t(k)].size(), (*base)[size_t(k)].p.size());
-      for (size_t b = 0; b < delta[size_t(k)].size(); ++b) {
-        auto m = *base;
-        std::fill(m[size_t(k)].p.begin(), m[size_t(k)].p.end(), 0.0);
-        m[size_t(k)].p[b] = 1.0;
-        const double want = loss(m) - l0;
-        EXPECT_NEAR(delta[size_t(k)][b], want, 2e-3 * std::fabs(want) + 1e-5 * l0) << kinds[k] << " candidate " << b;
-        if (base == &onehot && (*base)[size_t(k)].p[b] == 1.0) EXPECT_EQ(delta[size_t(k)][b], 0.0) << kinds[k];
-        nonzero += std::fabs(delta[size_t(k)][b]) > 1e-4 * l0;
-      }
-    }
+    for (const LayerMix* base : {&onehot, static_cast<const LayerMix*>(&mixed)})
+      nonzero += gm::testing::expect_deltas_are_switched_losses(*step_, il, *base, base == &onehot, 7, kinds);
   }
   EXPECT_GT(nonzero, 60);
   step_->set_token_weights(TokenWeights::kNone);

@@ -26,6 +26,7 @@
 #include "learn/candidates.h"
 #include "learn/layer_step.h"
 #include "pool/manifest.h"
+#include "layer_checks.h"
 #include "testing.h"
 #include "util/json.h"
 
@@ -109,6 +110,27 @@ void write_moe(const std::string& path, const std::string& arch = "qwen3moe") {
   ASSERT_TRUE(st.is_ok()) << st.message();
 }
 
+// gamma's LibTorch layer on `moe` equals libllama's (layer and logits within 1e-4 over 64
+// tokens), and each of `wrong` (a deliberately wrong hyperparameter) breaks that match.
+void expect_layer_matches_libllama(const std::string& moe, const std::string& label,
+                                   const std::vector<std::function<void(HParams&)>>& wrong) {
+  std::vector<int32_t> toks(64);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = int32_t(1 + (i * 37) % 500);
+  auto v = verify_against_llama(moe, toks, 2);
+  ASSERT_TRUE(v.is_ok()) << v.status().message();
+  std::printf("[%s] %s\n", label.c_str(), v->to_json().dump().c_str());
+  for (size_t il = 0; il < v->layer_rel_err.size(); ++il) {
+    EXPECT_LT(v->layer_rel_err[il], 1e-4) << "layer " << il;
+    EXPECT_LT(v->layer_max_err[il], 1e-4) << "layer " << il;
+  }
+  EXPECT_LT(v->logit_rel_err, 1e-4);
+  for (const auto& tweak : wrong) {
+    auto w = verify_against_llama(moe, toks, 2, tweak);
+    ASSERT_TRUE(w.is_ok()) << w.status().message();
+    EXPECT_GT(*std::max_element(w->layer_rel_err.begin(), w->layer_rel_err.end()), 1e-3);
+  }
+}
+
 std::set<std::string> kinds(const Model& m) {
   std::set<std::string> k;
   for (const auto& lm : m.linear()) k.insert(lm.kind);
@@ -181,24 +203,10 @@ TEST(Moe, PoolPlanEmitExpertsAndAttentionAtTheirOwnTypesRunsInLlamaCpp) {
   for (size_t i = 0; i < 2; ++i)
     EXPECT_DOUBLE_EQ(est_table["types"][i]["rel_err_mean"].get<double>(), pool_table["types"][i]["rel_err_mean"].get<double>());
   // gamma's LibTorch MoE layer computes what libllama's does: router softmax, top-2 of 4,
-  // renormalized weights, each expert's SwiGLU on its tokens.
-  std::vector<int32_t> toks(64);
-  for (size_t i = 0; i < toks.size(); ++i) toks[i] = int32_t(1 + (i * 37) % 500);
-  auto v = verify_against_llama(moe, toks, 2);
-  ASSERT_TRUE(v.is_ok()) << v.status().message();
-  std::printf("[qwen3moe] %s\n", v->to_json().dump().c_str());
-  for (size_t il = 0; il < v->layer_rel_err.size(); ++il) {
-    EXPECT_LT(v->layer_rel_err[il], 1e-4) << "layer " << il;
-    EXPECT_LT(v->layer_max_err[il], 1e-4) << "layer " << il;
-  }
-  EXPECT_LT(v->logit_rel_err, 1e-4);
-  // A wrong routing fails that match: top-1, or the weights not renormalized.
-  for (const auto& tweak : std::vector<std::function<void(HParams&)>>{[](HParams& h) { h.n_expert_used = 1; },
-                                                                       [](HParams& h) { h.expert_norm = false; }}) {
-    auto w = verify_against_llama(moe, toks, 2, tweak);
-    ASSERT_TRUE(w.is_ok()) << w.status().message();
-    EXPECT_GT(*std::max_element(w->layer_rel_err.begin(), w->layer_rel_err.end()), 1e-3);
-  }
+  // renormalized weights, each expert's SwiGLU on its tokens. A wrong routing fails that
+  // match: top-1, or the weights not renormalized.
+  expect_layer_matches_libllama(moe, "qwen3moe", {[](HParams& h) { h.n_expert_used = 1; },
+                                                  [](HParams& h) { h.expert_norm = false; }});
   // HAWQ-V2 scores the experts through it; `gamma solve` on those scores gives the experts and
   // the attention their own types, and emit writes them.
   r = gamma("hawq " + d / "pool" + " --teacher " + moe + " --samples 2 --seqs 2 --calib-tokens 128 --seq-len 64 -t 2 -q" +
@@ -347,36 +355,11 @@ TEST(Moe, MeasuredLossChangeIsTheLossOfTheSwitchedAssignment) {
       mixed[size_t(k)].grad = &grads[size_t(k)];
     }
     EXPECT_FALSE((*step)->cached_kind(4)) << "a MoE layer's experts run per step";
-    auto onehot = mixed;
-    for (int k = 0; k < n_kinds; ++k) {
-      auto& p = onehot[size_t(k)].p;
-      std::fill(p.begin(), p.end(), 0.0);
-      p[size_t(k) % p.size()] = 1.0;
-    }
+    const LayerMix onehot = one_hot_of(mixed, n_kinds);
     ASSERT_TRUE((*step)->begin_visit(il, mixed, x.data(), y.data(), 2).is_ok());
     int nonzero = 0;
-    for (const auto* base : {&onehot, &mixed}) {
-      LayerDeltas delta;
-      ASSERT_TRUE((*step)->visit_deltas(il, *base, 1, 1, delta).is_ok());
-      auto loss = [&](LayerMix m) {
-        auto l = (*step)->visit_step(il, m, 1, 1, 1.0, /*backward=*/false);
-        EXPECT_TRUE(l.is_ok());
-        return l.is_ok() ? *l : 0.0;
-      };
-      const double l0 = loss(*base);
-      for (int k = 0; k < n_kinds; ++k) {
-        ASSERT_EQ(delta[size_t(k)].size(), (*base)[size_t(k)].p.size());
-        for (size_t b = 0; b < delta[size_t(k)].size(); ++b) {
-          auto m = *base;
-          std::fill(m[size_t(k)].p.begin(), m[size_t(k)].p.end(), 0.0);
-          m[size_t(k)].p[b] = 1.0;
-          const double want = loss(m) - l0;
-          EXPECT_NEAR(delta[size_t(k)][b], want, 2e-3 * std::fabs(want) + 1e-5 * l0) << names[k] << " candidate " << b;
-          if (base == &onehot && (*base)[size_t(k)].p[b] == 1.0) EXPECT_EQ(delta[size_t(k)][b], 0.0) << names[k];
-          nonzero += std::fabs(delta[size_t(k)][b]) > 1e-4 * l0;
-        }
-      }
-    }
+    for (const LayerMix* base : {&onehot, static_cast<const LayerMix*>(&mixed)})
+      nonzero += expect_deltas_are_switched_losses(**step, il, *base, base == &onehot, n_kinds, names);
     EXPECT_GE(nonzero, 2 * n_kinds);  // each module: the one-hot's other type, the mixture's both
     (*step)->end_visits();
   }
@@ -395,22 +378,8 @@ TEST(Moe, SharedExpertQwen2MoeMatchesLibllamaScoresAndRuns) {
   ASSERT_TRUE(m.is_ok()) << m.status().message();
   EXPECT_EQ(kinds(**m), (std::set<std::string>{"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate_exps", "ffn_up_exps",
                                                "ffn_down_exps", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"}));
-  std::vector<int32_t> toks(64);
-  for (size_t i = 0; i < toks.size(); ++i) toks[i] = int32_t(1 + (i * 37) % 500);
-  auto v = verify_against_llama(moe, toks, 2);
-  ASSERT_TRUE(v.is_ok()) << v.status().message();
-  std::printf("[qwen2moe] %s\n", v->to_json().dump().c_str());
-  for (size_t il = 0; il < v->layer_rel_err.size(); ++il) {
-    EXPECT_LT(v->layer_rel_err[il], 1e-4) << "layer " << il;
-    EXPECT_LT(v->layer_max_err[il], 1e-4) << "layer " << il;
-  }
-  EXPECT_LT(v->logit_rel_err, 1e-4);
-  for (const auto& tweak : std::vector<std::function<void(HParams&)>>{[](HParams& h) { h.n_ff_shexp = 0; },
-                                                                       [](HParams& h) { h.expert_norm = true; }}) {
-    auto w = verify_against_llama(moe, toks, 2, tweak);
-    ASSERT_TRUE(w.is_ok()) << w.status().message();
-    EXPECT_GT(*std::max_element(w->layer_rel_err.begin(), w->layer_rel_err.end()), 1e-3);
-  }
+  expect_layer_matches_libllama(moe, "qwen2moe", {[](HParams& h) { h.n_ff_shexp = 0; },
+                                                  [](HParams& h) { h.expert_norm = true; }});
   auto r = gamma("pool " + moe + " --types Q4_0,Q8_0 -o " + d / "pool" + " -q");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = gamma("hawq " + d / "pool" + " --teacher " + moe + " --samples 2 --seqs 2 --calib-tokens 128 --seq-len 64 -t 2 -q" +
