@@ -131,6 +131,18 @@ void expect_layer_matches_libllama(const std::string& moe, const std::string& la
   }
 }
 
+// HAWQ-V2 on the pool in d/pool through gamma's layer: every `kinds` tensor of every layer has a
+// positive Hessian trace. Writes d/hawq.json.
+void expect_hawq_traces(const TempDir& d, const std::string& moe, const std::vector<const char*>& kinds) {
+  auto r = gamma("hawq " + d / "pool" + " --teacher " + moe + " --samples 2 --seqs 2 --calib-tokens 128 --seq-len 64 -t 2 -q" +
+                 " --cache-dir " + d / "acts" + " -o " + d / "hawq.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json hawq = read_json(d / "hawq.json", "gamma.scores", 1).value();
+  for (int l = 0; l < kLayers; ++l)
+    for (const char* k : kinds)
+      EXPECT_GT(hawq["modules"]["blk." + std::to_string(l) + "." + k + ".weight"]["hessian_trace"].get<double>(), 0) << k;
+}
+
 std::set<std::string> kinds(const Model& m) {
   std::set<std::string> k;
   for (const auto& lm : m.linear()) k.insert(lm.kind);
@@ -209,13 +221,7 @@ TEST(Moe, PoolPlanEmitExpertsAndAttentionAtTheirOwnTypesRunsInLlamaCpp) {
                                                   [](HParams& h) { h.expert_norm = false; }});
   // HAWQ-V2 scores the experts through it; `gamma solve` on those scores gives the experts and
   // the attention their own types, and emit writes them.
-  r = gamma("hawq " + d / "pool" + " --teacher " + moe + " --samples 2 --seqs 2 --calib-tokens 128 --seq-len 64 -t 2 -q" +
-            " --cache-dir " + d / "acts" + " -o " + d / "hawq.json");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const json hawq = read_json(d / "hawq.json", "gamma.scores", 1).value();
-  for (int l = 0; l < kLayers; ++l)
-    for (const char* k : {"attn_q", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"})
-      EXPECT_GT(hawq["modules"]["blk." + std::to_string(l) + "." + k + ".weight"]["hessian_trace"].get<double>(), 0) << k;
+  expect_hawq_traces(d, moe, {"attn_q", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"});
   r = gamma("solve " + d / "pool" + " --scores " + d / "hawq.json" + " --bpw 6 -o " + d / "solved.json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto solved = read_json(d / "solved.json", "gamma.plan", 1);
@@ -382,13 +388,7 @@ TEST(Moe, SharedExpertQwen2MoeMatchesLibllamaScoresAndRuns) {
                                                   [](HParams& h) { h.expert_norm = true; }});
   auto r = gamma("pool " + moe + " --types Q4_0,Q8_0 -o " + d / "pool" + " -q");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = gamma("hawq " + d / "pool" + " --teacher " + moe + " --samples 2 --seqs 2 --calib-tokens 128 --seq-len 64 -t 2 -q" +
-            " --cache-dir " + d / "acts" + " -o " + d / "hawq.json");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const json hawq = read_json(d / "hawq.json", "gamma.scores", 1).value();
-  for (int l = 0; l < kLayers; ++l)
-    for (const char* k : {"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", "ffn_down_exps"})
-      EXPECT_GT(hawq["modules"]["blk." + std::to_string(l) + "." + k + ".weight"]["hessian_trace"].get<double>(), 0) << k;
+  expect_hawq_traces(d, moe, {"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", "ffn_down_exps"});
   r = gamma("learn " + d / "pool" + " --teacher " + moe + " --bpw 6 --steps 8 --seqs 2 --calib-tokens 256 --seq-len 64" +
             " --forcing sublayer --visit-steps 4 --measure-every 2 -t 2 -q --cache-dir " + d / "acts" + " -o " + d / "learn.json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
