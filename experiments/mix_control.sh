@@ -16,6 +16,9 @@ mkdir -p "$W/control"
 src=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"]["path"])' "$W/pool/manifest.json")
 for MIX in "$@"; do
   C=$W/control/$MIX
+  # gamma run removes a mix once measured (unless --keep-mixes): made again as the run made it.
+  [ -f "$W/llama-$MIX.gguf" ] || "${LLAMA_BIN:-$(dirname "$G")/../bin}/llama-quantize" --imatrix "$W/imatrix.gguf" \
+      "$W/teacher-f32.gguf" "$W/llama-$MIX.gguf" "$MIX" "${T:-2}" > "$C-quantize.log" 2>&1
   [ -f "$C-only.json" ] || "$G" inspect "$W/llama-$MIX.gguf" --json | python3 -c '
 import json, sys
 m = json.load(sys.stdin)

@@ -152,6 +152,11 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
   EXPECT_EQ(rows[0]["file_bytes"].get<uint64_t>(), fs::file_size(rows[0]["path"].get<std::string>()));
   ASSERT_GE((*j)["mixes"].size(), 1u);
   EXPECT_EQ((*j)["mixes"][0]["label"].get<std::string>().rfind("llama.cpp ", 0), 0u);
+  // Each mix's GGUF is removed once measured (--keep-mixes keeps it); its figures stay.
+  for (const auto& m : (*j)["mixes"]) {
+    EXPECT_FALSE(fs::exists(m["path"].get<std::string>())) << m.dump();
+    EXPECT_GT(m["kld_mean"].get<double>(), 0.0);
+  }
   for (const auto& row : rows) {
     EXPECT_GT(row["kld_mean"].get<double>(), 0.0);
     EXPECT_GT(row["top1"].get<double>(), 0.3);

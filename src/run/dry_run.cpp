@@ -114,7 +114,9 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
                     : o.compare == "auto" ? std::min<int>((o.max_mixes + 1) * n_targets, int(standard_mixes().size()))
                                           : 1;
   line(fmt::format("up to {} llama.cpp mixes: quantize + {} evals", mixes, 2 + e.also.size()), false,
-       mixes * (mix_seconds(e.ms, "IQ3_M") + eval_seconds(e.ms, vtok + rtok + also_tok, true)), mixes * file);
+       mixes * (mix_seconds(e.ms, "IQ3_M") + eval_seconds(e.ms, vtok + rtok + also_tok, true)),
+       // one at a time: each is removed once measured, unless kept (--keep-mixes, or a budget that benches them)
+       (o.keep_mixes || speed_budget(e) || memory_budget(e) ? mixes : std::min(mixes, 1)) * file);
   if (speed_budget(e))
     line(fmt::format("llama-bench of the reported files ({} rounds)", o.bench_rounds), false,
          bench_seconds(e.ms, n_targets + mixes, o.bench_rounds), 0);

@@ -173,6 +173,9 @@ Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted, cons
   for (const auto& t : texts)
     if (!ec && !file_exists(cache + "/" + e.eval_tag(t) + ".json"))
       GAMMA_RETURN_IF_ERROR(copy_file(e.eval_path(stem, t), cache + "/" + e.eval_tag(t) + ".json"));
+  // Measured: the file is no longer needed (RunOptions::keep_mixes), so at most one mix is on
+  // the disk at a time.
+  if (!e.o.keep_mixes && !speed_budget(e) && !memory_budget(e)) fs::remove(r.path, ec);
   return r;
 }
 

@@ -66,6 +66,11 @@ struct RunOptions {
   // fits and scores best on validation was the largest one that fits; each further mix costs a
   // llama-quantize and two evaluations (~7 min on Qwen-1.5B, 2 cores).
   int max_mixes = 2;
+  // Keep each mix's GGUF after its evaluations (by default it is removed then: its figures are
+  // what the run needs, the verdict prints the llama-quantize command that makes it, and on
+  // Qwen-1.5B three mixes are 3.3 GB of the job's disk). Kept anyway under a speed or memory
+  // budget, which measure the files.
+  bool keep_mixes = false;
   // The report texts (test_text_path: wiki, python or paths; default wiki): the first gives the
   // table, the front and the picture; the others add gamma's file's and each mix's KLD on them.
   std::vector<std::string> eval_texts;
