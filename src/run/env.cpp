@@ -68,8 +68,8 @@ Result<EvalResult> eval_file(Env& e, const std::string& gguf, const std::string&
                                   "--ctx", std::to_string(e.o.eval_ctx), "--chunks", std::to_string(t.chunks), "-t", e.T,
                                   "-q", "-o", out};
   const double tokens = double(t.chunks) * e.o.eval_ctx;
-  GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("eval {} on {}", fs::path(gguf).filename().string(),
-                                            fs::path(t.path).filename().string()),
+  GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("eval {} on {} ({} x {})", fs::path(gguf).filename().string(),
+                                            fs::path(t.path).filename().string(), t.chunks, e.o.eval_ctx),
                                 eval_seconds(e.ms, tokens, file_exists(base)), [&] { return run_step("eval", cmd); }));
   return load_eval(out);
 }
