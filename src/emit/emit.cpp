@@ -143,10 +143,8 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
     }
     const uint64_t nbytes = uint64_t(ggml_row_size(want, t.row_width())) * uint64_t(t.n_rows());
     const std::string cached = fixed_cache_path(man, t.name, want);
-    if (auto c = read_file(cached); c.is_ok() && c->size() == nbytes) {
-      buf.assign(c->begin(), c->end());
-      return Status::ok();
-    }
+    buf.resize(nbytes);
+    if (read_file_exact(cached, buf.data(), nbytes).is_ok()) return Status::ok();
     GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, model->read_f32(t));
     const auto* iv = im.find(t.name);
     buf = want == GGML_TYPE_F32
@@ -155,7 +153,7 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
     if (want != GGML_TYPE_F32 && buf.size() == nbytes) {
       std::error_code ec;
       std::filesystem::create_directories(man.dir + "/fixed", ec);
-      if (!ec) (void)write_file_atomic_nosync(cached, std::string(buf.begin(), buf.end()));
+      if (!ec) (void)write_file_atomic_nosync(cached, buf.data(), buf.size());
     }
     return Status::ok();
   }));

@@ -97,18 +97,17 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
   const double also_tok = rtok * double(e.also.size());  // the other report texts: each mix and gamma's file
   const uint64_t file = range.max / 2 + range.min / 2;
   const int per_size = n_scorers * (1 + kHeadSteps);
-  if (!e.race.empty() && per_size > o.race_keep) {
-    // The race: every variant on the race's chunks, then the best --race-keep again on all.
-    const double race_tok = double(e.race.front().chunks) * o.eval_ctx * double(e.race.size());
-    const int finals = o.race_keep * (variants / per_size);
-    line(fmt::format("{} variants raced ({} chunk, best {} on all)", variants, e.race.front().chunks, o.race_keep), false,
-         variants * (emit_seconds(e.ms) + eval_seconds(e.ms, race_tok, true)) +
-             finals * (emit_seconds(e.ms) + eval_seconds(e.ms, vtok, true)) + teacher_seconds(e.ms, vtok + race_tok),
-         file);
-  } else {
-    line(fmt::format("{} variants: solve + emit + validation eval", variants), false,
-         variants * (emit_seconds(e.ms) + eval_seconds(e.ms, vtok, true)) + teacher_seconds(e.ms, vtok), file);
-  }
+  // Every variant solved, emitted and measured once, on the race's chunks when raced; then the
+  // race's best --race-keep of each size emitted and measured again on every validation chunk.
+  const bool raced = !e.race.empty() && per_size > o.race_keep;
+  const double first_tok = raced ? double(e.race.front().chunks) * o.eval_ctx * double(e.race.size()) : vtok;
+  const int finals = raced ? o.race_keep * (variants / per_size) : 0;
+  line(raced ? fmt::format("{} variants raced ({} chunk, best {} on all)", variants, e.race.front().chunks, o.race_keep)
+             : fmt::format("{} variants: solve + emit + validation eval", variants),
+       false,
+       variants * (emit_seconds(e.ms) + eval_seconds(e.ms, first_tok, true)) +
+           finals * (emit_seconds(e.ms) + eval_seconds(e.ms, vtok, true)) + teacher_seconds(e.ms, raced ? vtok + first_tok : vtok),
+       file);
   // Mixes are built once whatever the number of sizes that compare with them.
   const int mixes = o.compare == "none" ? 0
                     : o.compare == "auto" ? std::min<int>((o.max_mixes + 1) * n_targets, int(standard_mixes().size()))

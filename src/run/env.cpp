@@ -74,6 +74,15 @@ Result<EvalResult> eval_file(Env& e, const std::string& gguf, const std::string&
   return load_eval(out);
 }
 
+Result<std::vector<EvalResult>> eval_also(Env& e, const std::string& gguf, const std::string& stem) {
+  std::vector<EvalResult> out;
+  for (const auto& t : e.also) {
+    GAMMA_ASSIGN_OR_RETURN(EvalResult r, eval_file(e, gguf, stem, t));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 bool validated(const Env& e, const std::string& stem, const std::vector<EvalText>& texts) {
   return std::all_of(texts.begin(), texts.end(), [&](const EvalText& t) { return load_eval(e.eval_path(stem, t)).is_ok(); });
 }

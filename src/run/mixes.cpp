@@ -164,10 +164,7 @@ Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted, cons
   r.valid_kld = v.kld;
   r.valid_err = v.err;
   GAMMA_ASSIGN_OR_RETURN(r.report, eval_file(e, r.path, stem, e.report));
-  for (const auto& t : e.also) {
-    GAMMA_ASSIGN_OR_RETURN(eval::EvalResult a, eval_file(e, r.path, stem, t));
-    r.also.push_back(a);
-  }
+  GAMMA_ASSIGN_OR_RETURN(r.also, eval_also(e, r.path, stem));
   std::error_code ec;
   fs::create_directories(cache, ec);
   for (const auto& t : texts)

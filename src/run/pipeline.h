@@ -85,6 +85,8 @@ struct Env {
 Result<eval::EvalResult> load_eval(const std::string& path);
 // gamma eval of `gguf` against the teacher on `t`, into STEM.<eval_tag>.json (reused when there).
 Result<eval::EvalResult> eval_file(Env& e, const std::string& gguf, const std::string& stem, const EvalText& t);
+// eval_file on each of Env::also's texts, in order (a row's figures on the other report texts).
+Result<std::vector<eval::EvalResult>> eval_also(Env& e, const std::string& gguf, const std::string& stem);
 
 // A file's validation score: the sum of its mean KLDs over the validation texts, the error of
 // the sum (the texts' errors in quadrature), and its size.

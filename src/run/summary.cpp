@@ -98,10 +98,12 @@ json verdict_of(const Env& e, const std::vector<MixRow>& mixes, const json& meas
   return verdict;
 }
 
-// A row's KLD on one of the other report texts.
-json also_entry(const std::string& text, const EvalResult& ev) {
-  return {{"text", text}, {"kld_mean", *ev.kld->mean}, {"kld_stderr", *ev.kld->mean_stderr}, {"top1", *ev.kld->top1},
-          {"ppl", *ev.perplexity->ppl}};
+// A row's figures on the other report texts (eval_also's results, in Env::also's order); absent
+// when there are none.
+void add_also(const Env& e, json& row, const std::vector<EvalResult>& evs) {
+  for (size_t i = 0; i < evs.size() && i < e.also.size(); ++i)
+    row["also"].push_back({{"text", e.also[i].path}, {"kld_mean", *evs[i].kld->mean}, {"kld_stderr", *evs[i].kld->mean_stderr},
+                           {"top1", *evs[i].kld->top1}, {"ppl", *evs[i].perplexity->ppl}});
 }
 
 uint64_t dir_bytes(const std::string& dir) {
@@ -137,17 +139,15 @@ Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& s
   summary["max_kld_probes"] = probes;
   GAMMA_ASSIGN_OR_RETURN(EvalResult mine, eval_file(e, out, out.substr(0, out.size() - 5), e.report));
   summary["rows"] = json::array({report_row("gamma (" + best.name + ")", out, mine, best.kld)});
-  for (const auto& t : e.also) {
-    GAMMA_ASSIGN_OR_RETURN(EvalResult a, eval_file(e, out, out.substr(0, out.size() - 5), t));
-    summary["rows"][0]["also"].push_back(also_entry(t.path, a));
-  }
+  GAMMA_ASSIGN_OR_RETURN(std::vector<EvalResult> mine_also, eval_also(e, out, out.substr(0, out.size() - 5)));
+  add_also(e, summary["rows"][0], mine_also);
   summary["mixes"] = json::array();
   summary["front"] = json::array({summary["rows"][0]});
   std::map<std::string, json> measured;  // plan (modules + fixed types) -> its report row
   if (auto pl = Plan::load(best.plan); pl.is_ok()) measured[json{pl->modules, pl->fixed}.dump()] = summary["rows"][0];
   for (const auto& m : mixes) {
     json row = report_row("llama.cpp " + m.name, m.path, m.report, m.valid_kld);
-    for (size_t i = 0; i < m.also.size() && i < e.also.size(); ++i) row["also"].push_back(also_entry(e.also[i].path, m.also[i]));
+    add_also(e, row, m.also);
     row["predicted_bytes"] = m.predicted;
     row["fits_budget"] = m.fits;
     summary["mixes"].push_back(row);

@@ -36,6 +36,16 @@ Result<double> race_score(const Env& e, const std::string& stem) {
   return sum;
 }
 
+// What a measurement gives a variant: its file's bytes, its plan's predicted speed, and its KLD,
+// on every validation chunk (a finalist) or on the race's chunks only.
+void record(Variant& v, const ValidScore& r, bool every_chunk) {
+  v.bytes = r.file_bytes;
+  v.finalist = every_chunk;
+  (every_chunk ? v.kld : v.race_kld) = r.kld;
+  if (every_chunk) v.kld_err = r.err;
+  if (auto pl = Plan::load(v.plan); pl.is_ok() && pl->info.contains("speed")) v.speed = pl->info["speed"];
+}
+
 }  // namespace
 
 Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solve::Allocator& stat,
@@ -69,10 +79,7 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
     if (race && validated(e, stem)) {
       GAMMA_ASSIGN_OR_RETURN(ValidScore r, validate(e, gguf, stem));
       GAMMA_ASSIGN_OR_RETURN(v.race_kld, race_score(e, stem));
-      v.bytes = r.file_bytes;
-      v.kld = r.kld;
-      v.kld_err = r.err;
-      if (auto pl = Plan::load(v.plan); pl.is_ok() && pl->info.contains("speed")) v.speed = pl->info["speed"];
+      record(v, r, true);
       continue;
     }
     const std::vector<EvalText>& texts = race ? e.race : e.valid;
@@ -91,11 +98,7 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
     }
     GAMMA_ASSIGN_OR_RETURN(ValidScore r, validate(e, gguf, stem, texts));
     fs::remove(gguf, ec);
-    v.bytes = r.file_bytes;
-    (race ? v.race_kld : v.kld) = r.kld;
-    if (!race) v.kld_err = r.err;
-    v.finalist = !race;
-    if (auto pl = Plan::load(v.plan); pl.is_ok() && pl->info.contains("speed")) v.speed = pl->info["speed"];
+    record(v, r, !race);
   }
   if (!race) return out;
   // Second round: the race's best --race-keep on every validation chunk, emitted again from
@@ -112,9 +115,7 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
     if (!validated(e, stem)) GAMMA_RETURN_IF_ERROR(emit_variant(e, v, gguf));
     GAMMA_ASSIGN_OR_RETURN(ValidScore r, validate(e, gguf, stem));
     fs::remove(gguf, ec);
-    v.kld = r.kld;
-    v.kld_err = r.err;
-    v.finalist = true;
+    record(v, r, true);
   }
   return out;
 }

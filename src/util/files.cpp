@@ -96,16 +96,30 @@ Status write_file_atomic(const std::string& path, const std::string& contents) {
 }
 
 Status write_file_atomic_nosync(const std::string& path, const std::string& contents) {
+  return write_file_atomic_nosync(path, contents.data(), contents.size());
+}
+
+Status write_file_atomic_nosync(const std::string& path, const void* data, size_t n) {
   remove_stale_temps(path);
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) return Status::errorf(Status::Code::kIo, "cannot write {}: {}", tmp, std::strerror(errno));
-  const bool ok = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
+  const bool ok = std::fwrite(data, 1, n, f) == n;
   if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
     return Status::errorf(Status::Code::kIo, "cannot write {}: {}", path, std::strerror(errno));
   }
   return Status::ok();
+}
+
+Status read_file_exact(const std::string& path, void* dst, uint64_t n) {
+  GAMMA_ASSIGN_OR_RETURN(uint64_t size, file_size(path));
+  if (size != n) return Status::errorf(Status::Code::kCorrupt, "{} holds {} bytes, not {}", path, size, n);
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return Status::errorf(Status::Code::kIo, "cannot read {}: {}", path, std::strerror(errno));
+  const bool ok = std::fread(dst, 1, n, f) == n;
+  std::fclose(f);
+  return ok ? Status::ok() : Status::errorf(Status::Code::kIo, "cannot read {}", path);
 }
 
 Result<std::string> read_file(const std::string& path) {

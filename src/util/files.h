@@ -22,8 +22,12 @@ Status write_file_atomic(const std::string& path, const std::string& contents);
 // took seconds per call on a busy disk here). After a power loss the file may be missing or
 // empty; readers then ignore it and start over.
 Status write_file_atomic_nosync(const std::string& path, const std::string& contents);
+Status write_file_atomic_nosync(const std::string& path, const void* data, size_t n);
 
 Result<std::string> read_file(const std::string& path);
+// Reads a file of exactly `n` bytes straight into `dst` (a cache entry whose size is known): a
+// missing file is kNotFound, one of another size kCorrupt (a torn or foreign entry), nothing copied twice.
+Status read_file_exact(const std::string& path, void* dst, uint64_t n);
 
 // A text gamma tokenizes (calibration, evaluation): read whole, refused in one line when it is
 // empty or larger than kMaxTextBytes (a 10 GB text would otherwise be read into memory and
