@@ -167,6 +167,14 @@ TEST(Architectures, ModulesAreWhatLlamaQuantizeQuantizes) {
        {{"token_embd.weight", Q8, {256, 8}}, {"blk.0.attn_qkv.weight", Q8, {256, 12}},
         {"blk.0.attn_output.weight", Q8, {256, 4}}, {"blk.0.ffn_norm.weight", F32, {256}}},
        {"attn_qkv", "attn_output"}},
+      // MLA (DeepSeek-V2/V3): the low-rank projections are modules; their norms are not.
+      {"deepseek2",
+       {{"token_embd.weight", Q8, {256, 8}}, {"blk.0.attn_q_a.weight", Q8, {256, 8}},
+        {"blk.0.attn_q_a_norm.weight", F32, {256}}, {"blk.0.attn_q_b.weight", Q8, {256, 8}},
+        {"blk.0.attn_kv_a_mqa.weight", Q8, {256, 8}}, {"blk.0.attn_kv_a_norm.weight", F32, {256}},
+        {"blk.0.attn_kv_b.weight", Q8, {256, 8}}, {"blk.0.attn_output.weight", Q8, {256, 4}},
+        {"blk.0.exp_probs_b.bias", F32, {4}}},
+       {"attn_q_a", "attn_q_b", "attn_kv_a_mqa", "attn_kv_b", "attn_output"}},
   };
   for (const auto& l : layouts) {
     SCOPED_TRACE(l.arch);
