@@ -37,7 +37,8 @@ void add_run(CLI::App& app) {
   c->add_option("--layers-per-step", o->layers_per_step, "gamma learn layers sampled per step (0: all)")->capture_default_str();
   c->add_option("--calib-tokens", o->calib_tokens, "gamma learn calibration tokens")->capture_default_str();
   c->add_option("--converge", o->converge, "gamma learn: end a layer's visit once its measured deltas are known to this relative standard error (0: the whole schedule)")->capture_default_str();
-  c->add_option("--hawq-samples", o->hawq_samples, "gamma hawq Hutchinson probes per layer")->capture_default_str();
+  c->add_option("--hawq-samples", o->hawq_samples, "gamma hawq Hutchinson probes per layer (the most, with --hawq-converge)")->capture_default_str();
+  c->add_option("--hawq-converge", o->hawq_converge, "gamma hawq: end a layer's probes once every module's trace is known to this relative standard error (0: all --hawq-samples)")->capture_default_str();
   c->add_option("--compare", o->compare, "auto (llama.cpp's mixes that fit the budget and are near it), none, or one mix such as Q3_K_M")->capture_default_str();
   c->add_option("--max-mixes", o->max_mixes, "auto: at most this many mixes inside the budget")->capture_default_str();
   c->add_flag("--keep-mixes", o->keep_mixes, "keep each llama.cpp mix's GGUF in the work directory (default: removed once measured)");
@@ -93,6 +94,7 @@ void add_run(CLI::App& app) {
       o->memory_bytes = *m;
     }
     if (!(o->converge >= 0 && o->converge < 1)) throw Failure("--converge must be in [0, 1)");
+    if (!(o->hawq_converge >= 0 && o->hawq_converge < 1)) throw Failure("--hawq-converge must be in [0, 1)");
     if (o->eval_chunks < 1 || o->eval_ctx < 8 || o->imatrix_chunks < 1 || o->steps < 0 || o->visit_steps < 1 || o->valid_chunks < 0 || o->max_mixes < 1 || o->race_chunks < 0 || o->race_keep < 1)
       throw Failure("--chunks, --ctx, --imatrix-chunks, --visit-steps and --max-mixes must be positive (--steps >= 0)");
     fail_if(run_pipeline(*o));

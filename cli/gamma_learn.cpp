@@ -147,7 +147,11 @@ int hawq_main(int argc, char** argv) {
   HawqOptions o;
   CLI::App app{"HAWQ-V2 scores: Hutchinson Hessian trace x squared perturbation per module and candidate", "gamma hawq"};
   add_common(app, &o.pool_dir, &o.teacher_path, &o.out_path, &o.seqs, &o.n_threads, &o.calib, &o.quiet);
-  app.add_option("--samples", o.samples, "Hutchinson probes per layer")->capture_default_str();
+  app.add_option("--samples", o.samples, "Hutchinson probes per layer (the most, with --converge)")->capture_default_str();
+  app.add_option("--converge", o.converge,
+                 "end a layer's probes once every module's trace is known to this relative standard error "
+                 "(from the 3rd probe on; 0: all --samples)")
+      ->capture_default_str();
   app.add_option("--seed", o.seed, "random seed of the probes")->capture_default_str();
   app.add_option("--traces-from", o.traces_from,
                  "reuse the Hessian traces of this HAWQ-V2 SCORES.json (same teacher, probes, seed, calibration): "

@@ -6,12 +6,15 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <deque>
 #include <random>
 #include <set>
 #include <thread>
 
 #include <unistd.h>
+
+#include <fmt/format.h>
 
 #include "gguf_model/model.h"
 #include "llama/log.h"
@@ -1033,6 +1036,60 @@ TEST(Hawq, TracesArePositiveStableAndScoresFollowThePerturbation) {
 // and scores the real pool from them (--traces-from): the real pool's scores are then bit for
 // bit those of HAWQ-V2 run on it, and the estimate's (every row sampled) equal them to float
 // rounding. Traces of other settings are refused; emit refuses an estimate.
+TEST(Hawq, ConvergeEndsAProbeRunOnceTheTracesAreKnown) {
+  // A layer's probes are the same sequence with or without --converge (its own seed), so the
+  // converged trace is the mean of the full run's first k probes, every module of a layer stops
+  // at the same k, and a run stopped before --samples has every module within the tolerance.
+  TempDir dir;
+  const std::string pool = make_pool(dir);
+  auto hawq = [&](const std::string& name, const std::string& extra) {
+    const std::string out = dir / name;
+    auto r = gm::testing::gamma("hawq " + pool + " --teacher " + gm::testing::stories260k() + " -o " + out +
+                                " --seq-len 64 --calib-tokens 512 --seqs 4 --samples 12 -t 2 -q --seed 3 --cache-dir " +
+                                dir / "act" + " " + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return load(out);
+  };
+  const double tol = 0.15;
+  const json full = hawq("full.json", ""), conv = hawq("conv.json", fmt::format("--converge {}", tol));
+  EXPECT_EQ(conv["hyperparameters"]["converge"].get<double>(), tol);
+  auto man = Manifest::load(pool);
+  ASSERT_TRUE(man.is_ok());
+  std::map<int, size_t> k_of_layer;
+  int stopped = 0;
+  for (const auto& e : man->modules) {
+    const json& f = full["modules"][e.name];
+    const json& c = conv["modules"][e.name];
+    const auto fp = f["trace_probes"].get<std::vector<double>>(), cp = c["trace_probes"].get<std::vector<double>>();
+    ASSERT_EQ(fp.size(), 12u) << e.name;
+    double mean = 0;
+    for (double x : fp) mean += x / 12;
+    EXPECT_NEAR(f["hessian_trace"].get<double>(), mean, 1e-9 * std::fabs(mean)) << e.name;
+    ASSERT_GE(cp.size(), 3u) << e.name;
+    ASSERT_LE(cp.size(), 12u) << e.name;
+    double prefix = 0;
+    for (size_t i = 0; i < cp.size(); ++i) {
+      EXPECT_DOUBLE_EQ(cp[i], fp[i]) << e.name << " probe " << i;
+      prefix += fp[i] / double(cp.size());
+    }
+    EXPECT_NEAR(c["hessian_trace"].get<double>(), prefix, 1e-9 * std::fabs(prefix)) << e.name;
+    auto [it, fresh] = k_of_layer.emplace(e.layer, cp.size());
+    EXPECT_EQ(it->second, cp.size()) << e.name << ": every module of a layer stops together";
+    if (cp.size() < 12) {
+      EXPECT_LE(c["trace_rel_stderr"].get<double>(), tol) << e.name;
+      stopped += fresh;
+    }
+  }
+  // At this tolerance the tiny model's layers stop early (the test would not test otherwise).
+  EXPECT_GT(stopped, 0);
+  // Traces of another tolerance are not reused for the real pool's scores.
+  auto r = gm::testing::gamma("hawq " + pool + " --teacher " + gm::testing::stories260k() + " -o " + dir / "re.json" +
+                              " --seq-len 64 --calib-tokens 512 --seqs 4 --samples 12 -t 2 -q --seed 3 --cache-dir " +
+                              dir / "act" + " --traces-from " + dir / "conv.json");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("converge"), std::string::npos) << r.output;
+}
+
 TEST(Hawq, EstimateTracesScoreTheRealPool) {
   TempDir dir;
   const std::string types = "Q4_0,Q5_0,Q8_0,F16";

@@ -2,7 +2,9 @@
 
 #include <torch/csrc/autograd/autograd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "gguf_model/model.h"
@@ -43,31 +45,56 @@ Resumed resume(const std::string& ckpt_path, const json& key, int lo, int hi) {
   return p;
 }
 
+// The relative standard error of the mean of `xs` (infinite below two values or at mean 0).
+double rel_stderr(const std::vector<double>& xs) {
+  const double n = double(xs.size());
+  if (xs.size() < 2) return INFINITY;
+  double mean = 0, ss = 0;
+  for (double x : xs) mean += x / n;
+  for (double x : xs) ss += (x - mean) * (x - mean);
+  const double se = std::sqrt(ss / (n - 1) / n);
+  return mean == 0 ? INFINITY : se / std::fabs(mean);
+}
+
+// Each module's Hutchinson probes v^T H v; the trace is their mean.
+struct Probes {
+  std::vector<std::vector<double>> of;  // [module][probe]
+  double trace(size_t i) const {
+    double t = 0;
+    for (double x : of[i]) t += x;
+    return t / double(of[i].size());
+  }
+};
+
 // Tr(H) of each weight in `wv` (the layer's modules in `w`, requiring grad) by Hutchinson on the
 // teacher-forced layer MSE (x in, y the teacher's output, B sequences of T tokens): H v is the
 // gradient of <grad L, v>, so the first gradient keeps its graph and every probe reuses it.
-std::vector<double> hutchinson_traces(const HParams& hp, const LayerParams& lp, const std::array<at::Tensor, kNumLinear>& w,
-                                      const std::vector<at::Tensor>& wv, const Positional& pos, std::vector<float>& x,
-                                      std::vector<float>& y, int B, int T, int samples) {
+// With opt.converge, the probes stop once every module's trace is known to that relative error.
+Probes hutchinson_traces(const HParams& hp, const LayerParams& lp, const std::array<at::Tensor, kNumLinear>& w,
+                         const std::vector<at::Tensor>& wv, const Positional& pos, std::vector<float>& x,
+                         std::vector<float>& y, int B, int T, const HawqOptions& opt) {
   const auto f32 = at::TensorOptions().dtype(at::kFloat);
   auto xt = at::from_blob(x.data(), {B, T, hp.n_embd}, f32);
   auto yt = at::from_blob(y.data(), {B, T, hp.n_embd}, f32);
   auto loss = (layer_forward(hp, lp, w, pos, xt) - yt).pow(2).mean();
   auto g = torch::autograd::grad({loss}, wv, {}, /*retain_graph=*/true, /*create_graph=*/true);
-  std::vector<double> trace(wv.size(), 0.0);
-  for (int s = 0; s < samples; ++s) {
+  Probes p;
+  p.of.resize(wv.size());
+  for (int s = 0; s < opt.samples; ++s) {
     std::vector<at::Tensor> v;
     at::Tensor gv = at::zeros({}, f32);
     for (size_t i = 0; i < wv.size(); ++i) {
       v.push_back(at::randint(0, 2, wv[i].sizes(), f32).mul_(2).sub_(1));
       gv = gv + (g[i] * v[i]).sum();
     }
-    auto hv = torch::autograd::grad({gv}, wv, {}, /*retain_graph=*/s + 1 < samples, /*create_graph=*/false,
+    auto hv = torch::autograd::grad({gv}, wv, {}, /*retain_graph=*/s + 1 < opt.samples, /*create_graph=*/false,
                                     /*allow_unused=*/true);
-    for (size_t i = 0; i < wv.size(); ++i)
-      if (hv[i].defined()) trace[i] += (hv[i] * v[i]).sum().item<double>() / samples;
+    for (size_t i = 0; i < wv.size(); ++i) p.of[i].push_back(hv[i].defined() ? (hv[i] * v[i]).sum().item<double>() : 0.0);
+    if (opt.converge > 0 && s + 1 >= HawqOptions::kMinProbes &&
+        std::all_of(p.of.begin(), p.of.end(), [&](const std::vector<double>& xs) { return rel_stderr(xs) <= opt.converge; }))
+      break;
   }
-  return trace;
+  return p;
 }
 
 // Layer l's modules scored: Tr(H) of each by Hutchinson on the teacher-forced layer MSE (x in,
@@ -97,10 +124,12 @@ Status score_layer(TorchDecoder& model, const Manifest& man, const CandidateStor
     }
   if (wv.empty()) return Status::ok();
   std::vector<double> trace(wv.size(), 0.0);
+  Probes probes;
   if (traces) {
     for (size_t i = 0; i < wv.size(); ++i) trace[i] = (*traces)[in_pool[size_t(kinds[i])]->name].get<double>();
   } else {
-    trace = hutchinson_traces(hp, lp, w, wv, pos, x, y, B, T, opt.samples);
+    probes = hutchinson_traces(hp, lp, w, wv, pos, x, y, B, T, opt);
+    for (size_t i = 0; i < wv.size(); ++i) trace[i] = probes.trace(i);
   }
   // Omega per candidate: the trace per weight times the squared perturbation.
   at::NoGradGuard no_grad;
@@ -123,6 +152,11 @@ Status score_layer(TorchDecoder& model, const Manifest& man, const CandidateStor
     }
     modules[e.name] = {{"score", score}, {"hessian_trace", trace[i]}, {"trace_per_weight", tr_per_weight},
                        {"perturbation", pert}};
+    if (!probes.of.empty()) {  // measured here (not --traces-from): the probes and their error
+      modules[e.name]["trace_probes"] = probes.of[i];
+      const double err = rel_stderr(probes.of[i]);
+      modules[e.name]["trace_rel_stderr"] = std::isfinite(err) ? json(err) : json(nullptr);
+    }
   }
   return Status::ok();
 }
@@ -132,14 +166,14 @@ Status score_layer(TorchDecoder& model, const Manifest& man, const CandidateStor
 Result<json> reused_traces(const std::string& path, const Manifest& man, const std::string& teacher_fingerprint,
                            const HawqOptions& opt, const std::string& activations_key) {
   GAMMA_ASSIGN_OR_RETURN(json j, read_json(path, scores::Scores::kSchema, scores::Scores::kVersion));
-  const json want = {{"samples", opt.samples}, {"batch", opt.seqs}, {"seed", opt.seed}};
+  const json want = {{"samples", opt.samples}, {"batch", opt.seqs}, {"seed", opt.seed}, {"converge", opt.converge}};
   try {
     if (j.value("method", "") != "hawq") return Status::errorf("--traces-from {}: not HAWQ-V2 scores", path);
     if (j.value("teacher_fingerprint", "") != teacher_fingerprint)
       return Status::errorf("--traces-from {}: traces of another teacher", path);
     const json& h = j.at("hyperparameters");
     for (const auto& [k, v] : want.items())
-      if (h.at(k) != v) return Status::errorf("--traces-from {}: measured with {} {}, not {}", path, k, h.at(k).dump(), v.dump());
+      if (h.value(k, json(0.0)) != v) return Status::errorf("--traces-from {}: measured with {} {}, not {}", path, k, h.value(k, json(0.0)).dump(), v.dump());
     if (h.at("activations").at("key") != activations_key)
       return Status::errorf("--traces-from {}: measured on other calibration activations", path);
     json out = json::object();
@@ -184,10 +218,11 @@ json scores_file(const Manifest& man, const std::string& pool_sha, const std::st
     for (const auto& [id, v] : m["score"].items()) sc.score[name][id] = v.get<double>();
   json out = sc.to_json();
   for (const auto& [name, m] : modules.items())
-    for (const char* k : {"hessian_trace", "trace_per_weight", "perturbation"}) out["modules"][name][k] = m[k];
+    for (const char* k : {"hessian_trace", "trace_per_weight", "perturbation", "trace_probes", "trace_rel_stderr"})
+      if (m.contains(k)) out["modules"][name][k] = m[k];
   out["teacher_fingerprint"] = teacher_fingerprint;
   if (!opt.traces_from.empty()) out["traces_from"] = opt.traces_from;
-  out["hyperparameters"] = {{"samples", opt.samples}, {"batch", opt.seqs}, {"seed", opt.seed},
+  out["hyperparameters"] = {{"samples", opt.samples}, {"batch", opt.seqs}, {"seed", opt.seed}, {"converge", opt.converge},
                             {"calib_tokens", opt.calib.calib_tokens}, {"seq_len", opt.calib.seq_len},
                             {"calib_files", opt.calib.text_files}, {"activations", {{"key", activations_key}}},
                             {"score", "-Tr(H)/n * ||W_b - W||^2 (HAWQ-V2), H of the teacher-forced layer MSE"}};
@@ -199,6 +234,7 @@ json scores_file(const Manifest& man, const std::string& pool_sha, const std::st
 Result<json> hawq_scores(const HawqOptions& opt_in) {
   HawqOptions opt = opt_in;
   if (opt.samples < 1 || opt.seqs < 1) return Status::error("--samples and --seqs must be positive");
+  if (!(opt.converge >= 0 && opt.converge < 1)) return Status::error("--converge must be in [0, 1)");
   opt.n_threads = resolve_threads(opt.n_threads);
   if (opt.calib.text_files.empty()) {
     GAMMA_ASSIGN_OR_RETURN(opt.calib.text_files, default_calibration_files());
@@ -245,7 +281,7 @@ Result<json> hawq_scores(const HawqOptions& opt_in) {
       opt.out_path + (opt.world_size > 1 ? ".rank" + std::to_string(opt.rank) : std::string()) + ".ckpt";
   json key = {{"schema", "gamma.hawq.checkpoint"}, {"version", 1}, {"pool_manifest_sha256", pool_sha},
               {"teacher_fingerprint", teacher.fingerprint()}, {"samples", opt.samples}, {"seqs", opt.seqs},
-              {"seed", opt.seed}, {"activations", cache->key()}};
+              {"seed", opt.seed}, {"converge", opt.converge}, {"activations", cache->key()}};
   // --traces-from: the traces of the same teacher and settings; only the perturbations are new.
   json traces;
   if (!opt.traces_from.empty()) {

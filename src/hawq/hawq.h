@@ -20,7 +20,12 @@ namespace gm {
 
 struct HawqOptions {
   std::string pool_dir, teacher_path, out_path;
-  int samples = 8;   // Hutchinson probes per layer
+  int samples = 8;   // Hutchinson probes per layer (the most, with converge)
+  // A layer's probes end once every module's trace is known to this relative standard error
+  // (the probes' standard error of the mean over |mean|), from its kMinProbes-th probe on;
+  // 0: all `samples`. Each module's probes and error are recorded in the scores.
+  double converge = 0;
+  static constexpr int kMinProbes = 3;
   int seqs = 4;      // calibration sequences the layer loss is taken over (--seqs)
   uint64_t seed = 0;
   int n_threads = 0;

@@ -30,6 +30,7 @@ std::vector<std::string> hawq_cmd(const Env& e, const std::string& pool, const s
   std::vector<std::string> cmd = {e.G, "hawq", pool, "--teacher", e.teacher, "--calib", e.calib, "--samples",
                                   std::to_string(e.o.hawq_samples), "--seqs", "4", "--calib-tokens",
                                   std::to_string(e.o.hawq_calib_tokens), "--seq-len", "256", "-t", e.T, "-o", out};
+  if (e.o.hawq_converge > 0) cmd.insert(cmd.end(), {"--converge", fmt::format("{}", e.o.hawq_converge)});
   // The real pool's scores from the estimate's traces: the same traces, measured once.
   if (pool != e.W + "/estimate" && file_exists(hawq_traces_path(e)))
     cmd.insert(cmd.end(), {"--traces-from", hawq_traces_path(e)});

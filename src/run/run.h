@@ -55,6 +55,9 @@ struct RunOptions {
   // plans but 2 modules of 210); 0: every step of the schedule.
   double converge = 0.2;
   int hawq_samples = 4, hawq_calib_tokens = 4096;
+  // gamma hawq --converge: a layer's Hutchinson probes end once every module's trace is known to
+  // this relative standard error (from the 3rd probe on); 0: all hawq_samples.
+  double hawq_converge = 0;
   // The pool's candidates chosen from an estimate (run/prune.cpp): per module, those within
   // this many steps of HAWQ-V2's plans on the estimate at every size the run makes; -1: every
   // candidate. Only with the auto types, HAWQ-V2 among the scorers and --size or --bpw.
