@@ -30,9 +30,11 @@ Status Env::stage(const std::string& name, double eta, const std::function<Statu
   Status st = fn();
   if (!st.is_ok()) return st;
   const double took = elapsed() - s0;
-  std::printf("   done in %s\n", hms(took).c_str());
+  const uint64_t disk = dir_bytes(W);
+  peak_disk = std::max(peak_disk, disk);
+  std::printf("   done in %s (work directory %.1f MiB)\n", hms(took).c_str(), double(disk) / (1 << 20));
   std::fflush(stdout);
-  stages.push_back({{"stage", name}, {"seconds", took}, {"estimate_seconds", eta}});
+  stages.push_back({{"stage", name}, {"seconds", took}, {"estimate_seconds", eta}, {"disk_bytes", disk}});
   return Status::ok();
 }
 

@@ -66,6 +66,9 @@ struct Env {
   std::optional<speed::MemoryUse> source_memory;   // llama.cpp's allocation for the source at --ctx
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   json stages = json::array();
+  // The work directory's bytes after each stage of this invocation, at most (each stage's files
+  // are there when it ends: a mix before it is measured and removed, a pool once written).
+  uint64_t peak_disk = 0;
 
   double elapsed() const;
   // One line per stage: its name and estimated time, then its wall time once done.

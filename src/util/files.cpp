@@ -262,6 +262,14 @@ Result<uint64_t> file_size(const std::string& path) {
   return static_cast<uint64_t>(st.st_size);
 }
 
+uint64_t dir_bytes(const std::string& dir) {
+  uint64_t bytes = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    if (it->is_regular_file(ec)) bytes += it->file_size(ec);
+  return bytes;
+}
+
 std::string cache_dir() {
   std::string dir;
   if (const char* g = std::getenv("GAMMA_CACHE"); g && *g) dir = g;

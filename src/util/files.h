@@ -81,6 +81,8 @@ std::string sha256_hex(const void* data, size_t n);
 Result<std::string> sha256_file_cached(const std::string& path);
 
 Result<uint64_t> file_size(const std::string& path);
+// The bytes of every regular file under `dir`, recursively (0 for a missing directory).
+uint64_t dir_bytes(const std::string& dir);
 // Whether `path` names an existing file or directory (false for "" and on any error).
 bool file_exists(const std::string& path);
 
