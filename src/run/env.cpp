@@ -30,11 +30,14 @@ Status Env::stage(const std::string& name, double eta, const std::function<Statu
   Status st = fn();
   if (!st.is_ok()) return st;
   const double took = elapsed() - s0;
-  const uint64_t disk = dir_bytes(W);
-  peak_disk = std::max(peak_disk, disk);
-  std::printf("   done in %s (work directory %.1f MiB)\n", hms(took).c_str(), double(disk) / (1 << 20));
+  const uint64_t work = dir_bytes(W), cache = dir_bytes(cache_dir());
+  const uint64_t added = cache > cache_start ? cache - cache_start : 0;
+  peak_disk = std::max(peak_disk, work + added);
+  std::printf("   done in %s (disk %.1f MiB: work directory %.1f, cache +%.1f)\n", hms(took).c_str(),
+              double(work + added) / (1 << 20), double(work) / (1 << 20), double(added) / (1 << 20));
   std::fflush(stdout);
-  stages.push_back({{"stage", name}, {"seconds", took}, {"estimate_seconds", eta}, {"disk_bytes", disk}});
+  stages.push_back({{"stage", name}, {"seconds", took}, {"estimate_seconds", eta}, {"disk_bytes", work},
+                    {"cache_added_bytes", added}});
   return Status::ok();
 }
 

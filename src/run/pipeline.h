@@ -47,7 +47,7 @@ struct EvalText {
 // The run's inputs, resolved once: paths in the work directory, the child commands'
 // common arguments, the model's size (for estimates) and the stage log.
 struct Env {
-  explicit Env(const RunOptions& opt) : o(opt) {}
+  explicit Env(const RunOptions& opt) : o(opt), cache_start(dir_bytes(cache_dir())) {}
   const RunOptions& o;
   std::string G, T, W, data, model, teacher, imatrix, pool, calib;
   // --scorers less those the model's architecture has no LibTorch decoder for (hawq, gamma).
@@ -66,8 +66,11 @@ struct Env {
   std::optional<speed::MemoryUse> source_memory;   // llama.cpp's allocation for the source at --ctx
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   json stages = json::array();
-  // The work directory's bytes after each stage of this invocation, at most (each stage's files
-  // are there when it ends: a mix before it is measured and removed, a pool once written).
+  // The disk the run takes: its work directory plus what it added to gamma's cache (the fetched
+  // model, activation caches, the teacher's logits), after each stage of this invocation, at most
+  // (each stage's files are there when it ends: a mix before it is measured and removed, a pool
+  // once written).
+  uint64_t cache_start = 0;
   uint64_t peak_disk = 0;
 
   double elapsed() const;

@@ -261,7 +261,7 @@ Status run_pipeline(const RunOptions& o) {
     sweep["sizes"].push_back(std::move(s));
   }
   sweep["seconds"] = e.elapsed();
-  sweep["peak_work_dir_bytes"] = e.peak_disk;
+  sweep["peak_disk_bytes"] = e.peak_disk;
   GAMMA_RETURN_IF_ERROR(write_json(e.W + "/sweep.json", sweep));
   print_sweep(e, sweep);
   return Status::ok();

@@ -157,7 +157,7 @@ Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& s
   summary["stages"] = e.stages;
   summary["seconds"] = e.elapsed();
   summary["work_dir_bytes"] = dir_bytes(e.W);
-  summary["peak_work_dir_bytes"] = e.peak_disk;
+  summary["peak_disk_bytes"] = e.peak_disk;
   return summary;
 }
 
@@ -305,7 +305,7 @@ void print_summary(const Env& e, const json& summary, const std::string& json_pa
     std::printf("\nverdict: gamma's file %s (no llama.cpp mix %s%s beats it on validation)\n",
                 verdict["file"].get<std::string>().c_str(), o.max_kld > 0 ? "meets the KLD in fewer bytes and" : "that fits the budget",
                 speed || summary.contains("memory") ? " and measured within the speed and memory budgets" : "");
-  std::printf("summary: %s, picture: %s (total %s, work directory at most %.1f MiB)\n", json_path.c_str(), png_path.c_str(),
+  std::printf("summary: %s, picture: %s (total %s, disk at most %.1f MiB)\n", json_path.c_str(), png_path.c_str(),
               hms(e.elapsed()).c_str(), double(e.peak_disk) / (1 << 20));
 }
 
@@ -329,7 +329,7 @@ void print_sweep(const Env& e, const json& sweep) {
                 v["winner"] == "llama.cpp" ? ("llama.cpp " + v["mix"].get<std::string>() + " beats it").c_str() : "gamma",
                 also.c_str());
   }
-  std::printf("summary: %s (total %s, work directory at most %.1f MiB)\n", (e.W + "/sweep.json").c_str(),
+  std::printf("summary: %s (total %s, disk at most %.1f MiB)\n", (e.W + "/sweep.json").c_str(),
               hms(e.elapsed()).c_str(), double(e.peak_disk) / (1 << 20));
 }
 
