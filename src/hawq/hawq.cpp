@@ -172,8 +172,10 @@ Result<json> reused_traces(const std::string& path, const Manifest& man, const s
     if (j.value("teacher_fingerprint", "") != teacher_fingerprint)
       return Status::errorf("--traces-from {}: traces of another teacher", path);
     const json& h = j.at("hyperparameters");
-    for (const auto& [k, v] : want.items())
-      if (h.value(k, json(0.0)) != v) return Status::errorf("--traces-from {}: measured with {} {}, not {}", path, k, h.value(k, json(0.0)).dump(), v.dump());
+    for (const auto& [k, v] : want.items()) {
+      const json had = h.value(k, json(0.0));  // files before --converge: 0
+      if (had != v) return Status::errorf("--traces-from {}: measured with {} {}, not {}", path, k, had.dump(), v.dump());
+    }
     if (h.at("activations").at("key") != activations_key)
       return Status::errorf("--traces-from {}: measured on other calibration activations", path);
     json out = json::object();
