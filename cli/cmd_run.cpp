@@ -31,6 +31,9 @@ void add_run(CLI::App& app) {
   c->add_option("--calib", o->calib, "calibration text of llama-imatrix, hawq and learn (default: WORK/calib.txt, the first 40,000 bytes of war-and-peace.txt and 36,000 of python-calib.txt)");
   c->add_option("--imatrix", o->imatrix, "auto (llama-imatrix on the calibration text), none, or an imatrix file")->capture_default_str();
   c->add_option("--imatrix-chunks", o->imatrix_chunks, "llama-imatrix chunks for --imatrix auto")->capture_default_str();
+  c->add_option("--teacher-type", o->teacher_type, "the teacher: the source dequantized to f32, or to f16 (half the disk)")
+      ->check(CLI::IsMember({"f32", "f16"}))
+      ->capture_default_str();
   c->add_option("--scores", o->scores, "gamma scorer: reuse SCORES.json (learned at any budget) instead of learning");
   c->add_option("--steps", o->steps, "gamma learn steps (0: every layer visited once)")->capture_default_str();
   c->add_option("--visit-steps", o->visit_steps, "gamma learn steps per layer visit")->capture_default_str();

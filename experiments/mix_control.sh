@@ -14,11 +14,13 @@ W=$1; shift
 D=$(cd "$(dirname "$0")/.." && pwd)/../shared/data/text
 mkdir -p "$W/control"
 src=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"]["path"])' "$W/pool/manifest.json")
+# the run's teacher (teacher-f32.gguf, teacher-f16.gguf under --teacher-type f16, or an F32 source itself)
+teacher=$(python3 -c 'import glob, json, sys; print(json.load(open(sorted(glob.glob(sys.argv[1] + "/run*.json"))[0]))["teacher"])' "$W")
 for MIX in "$@"; do
   C=$W/control/$MIX
   # gamma run removes a mix once measured (unless --keep-mixes): made again as the run made it.
   [ -f "$W/llama-$MIX.gguf" ] || "${LLAMA_BIN:-$(dirname "$G")/../bin}/llama-quantize" --imatrix "$W/imatrix.gguf" \
-      "$W/teacher-f32.gguf" "$W/llama-$MIX.gguf" "$MIX" "${T:-2}" > "$C-quantize.log" 2>&1
+      "$teacher" "$W/llama-$MIX.gguf" "$MIX" "${T:-2}" > "$C-quantize.log" 2>&1
   [ -f "$C-only.json" ] || "$G" inspect "$W/llama-$MIX.gguf" --json | python3 -c '
 import json, sys
 m = json.load(sys.stdin)
@@ -32,7 +34,7 @@ print(",".join(sorted({v[0] for v in mods.values()})))' "$C-only.json" > "$C-typ
     case $text in wiki) f=$D/wiki.test.raw; b=$W/teacher-report-wiki.test-c512-n${CHUNKS:-16}.kld ;;
                   python) f=$D/python-eval.txt; b=$W/teacher-report-python-eval-c512-n${CHUNKS:-16}.kld ;; esac
     [ -f "$C-vs-mix-$text.json" ] || "$G" compare "$W/llama-$MIX.gguf" "$C-plan.json" --pool "$C-pool" \
-        --teacher "$W/teacher-f32.gguf" -f "$f" --chunks "${CHUNKS:-16}" --kld-base "$b" -t "${T:-2}" -q -o "$C-vs-mix-$text.json"
+        --teacher "$teacher" -f "$f" --chunks "${CHUNKS:-16}" --kld-base "$b" -t "${T:-2}" -q -o "$C-vs-mix-$text.json"
   done
   rm -rf "$C-pool"  # the candidates (the plan and the comparisons stay)
 done

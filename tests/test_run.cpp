@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include "gguf_model/model.h"
 #include "pool/manifest.h"
 #include "pool/pool.h"
 #include "run/mixes.h"
@@ -227,6 +228,41 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
   auto other = gamma("run " + stories260k() + " --bpw 6 -w " + d / "w" + " --imatrix-chunks 2 -c 128 --chunks 4 -t 2");
   EXPECT_NE(other.exit_code, 0);
   EXPECT_NE(other.output.find("holds a pool chosen for other targets"), std::string::npos) << other.output;
+}
+
+// --teacher-type f16: a quantized source's teacher at half the disk, every matrix F16, the one
+// every scorer and measurement uses, and within a hair of the F32 dequantization (llama.cpp's
+// KLD between the two).
+TEST(RunPipeline, F16TeacherIsHalfTheDiskAndTheSameReference) {
+  TempDir d;
+  const std::string q8 = d / "q8.gguf", f32 = d / "teacher-f32.gguf";
+  ASSERT_EQ(run_llama_tool(llama_tool("llama-quantize") + " " + stories260k() + " " + q8 + " Q8_0 1", "").exit_code, 0);
+  const std::string args = q8 + " --teacher-type f16 --bpw 8 -w " + d / "w" +
+                           " --imatrix-chunks 2 -c 128 --chunks 4 --calib-tokens 512 -t 2 --hawq-samples 1"
+                           " --scorers static,hawq --max-mixes 1";
+  auto dry = gamma("run " + args + " --dry-run");
+  ASSERT_EQ(dry.exit_code, 0) << dry.output;
+  EXPECT_NE(dry.output.find("dequantize -> teacher (F16)"), std::string::npos) << dry.output;
+  auto r = gamma("run " + args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string teacher = d / "w/teacher-f16.gguf";
+  auto j = read_json(d / "w/run.json", "gamma.run", 2);
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ((*j)["teacher"], teacher);
+  auto hw = read_json(d / "w/scores-hawq.json", "gamma.scores", 1);
+  ASSERT_TRUE(hw.is_ok());
+  auto tm = Model::open(teacher);
+  ASSERT_TRUE(tm.is_ok()) << tm.status().message();
+  for (const auto& t : (*tm)->tensors())
+    if (t.shape.size() >= 2) EXPECT_EQ(t.type, GGML_TYPE_F16) << t.name;
+  ASSERT_EQ(gamma("dequantize " + q8 + " --type f32 -o " + f32).exit_code, 0);
+  EXPECT_NEAR(double(fs::file_size(teacher)), double(fs::file_size(f32)) / 2, 0.05 * double(fs::file_size(f32)));
+  auto ev = gamma("eval " + teacher + " --teacher " + f32 + " --text " + shared_data("text/wiki.test.raw") +
+                  " --ctx 128 --chunks 4 -t 2 -q -o " + d / "f16-vs-f32.json");
+  ASSERT_EQ(ev.exit_code, 0) << ev.output;
+  auto e = read_json(d / "f16-vs-f32.json", "gamma.eval", 1);
+  ASSERT_TRUE(e.is_ok()) << e.status().message();
+  EXPECT_LT((*e)["kld"]["mean"].get<double>(), 1e-4);
 }
 
 // A pool that can only make Q4_0 files against a budget that fits llama.cpp's Q8_0: the mix

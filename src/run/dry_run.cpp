@@ -54,8 +54,10 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
   else if (o.max_kld > 0) std::printf("target: --max-kld %g (bisection: about 8 probes, each every variant)\n", o.max_kld);
   else std::printf("target: --bpw %g of the linear modules (file size from the static plan)\n", o.bpw);
   std::printf("\n  %-44s %10s %12s\n", "step", "time", "disk");
-  if (e.teacher == e.model) line("teacher: the model itself (F32)", true, 0, 0);
-  else line("dequantize -> teacher (F32)", file_exists(e.teacher), dequantize_seconds(e.ms), uint64_t(4 * e.ms.params));
+  if (e.teacher == e.model) line("teacher: the model itself", true, 0, 0);
+  else
+    line(fmt::format("dequantize -> teacher ({})", o.teacher_type == "f16" ? "F16" : "F32"), file_exists(e.teacher),
+         dequantize_seconds(e.ms), uint64_t((o.teacher_type == "f16" ? 2 : 4) * e.ms.params));
   if (o.imatrix == "auto")
     line(fmt::format("llama-imatrix ({} x {} tokens)", o.imatrix_chunks, o.eval_ctx), file_exists(e.imatrix),
          teacher_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx), 4 << 20);

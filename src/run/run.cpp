@@ -93,10 +93,11 @@ Status set_up(Env& e) {
 }
 
 // True when every tensor of 2+ dims is F32.
-Result<bool> is_f32_model(const std::string& path) {
+// Whether every matrix of the model is F32, or F16 when `f16_ok`: then it is its own teacher.
+Result<bool> is_teacher_model(const std::string& path, bool f16_ok) {
   GAMMA_ASSIGN_OR_RETURN(auto m, Model::open(path));
   for (const auto& t : m->tensors())
-    if (t.shape.size() >= 2 && t.type != GGML_TYPE_F32) return false;
+    if (t.shape.size() >= 2 && t.type != GGML_TYPE_F32 && !(f16_ok && t.type == GGML_TYPE_F16)) return false;
   return true;
 }
 
@@ -105,10 +106,10 @@ Result<Manifest> open_model(Env& e, PoolOptions* po) {
   const RunOptions& o = e.o;
   GAMMA_ASSIGN_OR_RETURN(e.model, resolve_model(o.model, [&] { std::printf("== fetch %s\n", o.model.c_str()); }));
   GAMMA_ASSIGN_OR_RETURN(e.ms, model_size(e.model, std::stoi(e.T)));
-  // A model already in F32 (e.g. `gamma dequantize --dither`'s de-gridded teacher) is its own
-  // teacher: a copy would cost its size in disk and time and change nothing.
-  GAMMA_ASSIGN_OR_RETURN(bool f32, is_f32_model(e.model));
-  e.teacher = f32 ? e.model : e.W + "/teacher-f32.gguf";
+  // A model already in F32 (e.g. `gamma dequantize --dither`'s de-gridded teacher), or F16 under
+  // --teacher-type f16, is its own teacher: a copy would cost its size in disk and time and change nothing.
+  GAMMA_ASSIGN_OR_RETURN(bool own, is_teacher_model(e.model, o.teacher_type == "f16"));
+  e.teacher = own ? e.model : e.W + "/teacher-" + o.teacher_type + ".gguf";
   e.pool = e.W + "/pool";
   if (o.imatrix == "auto") e.imatrix = e.W + "/imatrix.gguf";
   else if (o.imatrix != "none") e.imatrix = o.imatrix;
@@ -126,10 +127,10 @@ Result<Manifest> open_model(Env& e, PoolOptions* po) {
 Status make_inputs(Env& e, const PoolOptions& po, const Manifest& preview, const std::vector<uint64_t>& sizes) {
   const RunOptions& o = e.o;
   // The teacher: the model dequantized to F32 (for a quantized source, the best reference
-  // there is; reported as such).
+  // there is; reported as such), or to F16 (--teacher-type).
   if (!file_exists(e.teacher))
     GAMMA_RETURN_IF_ERROR(e.stage("dequantize -> " + e.teacher, dequantize_seconds(e.ms), [&] {
-      return run_step("dequantize", {e.G, "dequantize", e.model, "--type", "f32", "-o", e.teacher});
+      return run_step("dequantize", {e.G, "dequantize", e.model, "--type", o.teacher_type, "-o", e.teacher});
     }));
   // The importance matrix, shared by gamma's pool and llama-quantize's mixes.
   if (o.imatrix == "auto" && !file_exists(e.imatrix))
