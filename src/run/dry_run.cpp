@@ -64,13 +64,16 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
   if (speed_budget(e))
     line("speed table (kernels per type and shape)", file_exists(e.W + "/speed.json"),
          speed_table_seconds(e.ms, preview.types.size(), speed::layer_of(preview).shapes.size() + 1), 0);
+  // HAWQ-V2's and Stage I's activation caches, in gamma's cache (the disk column counts them).
+  const uint64_t hawq_cache = uint64_t(activation_cache_bytes(e.ms, o.hawq_calib_tokens));
+  const uint64_t learn_cache = uint64_t(activation_cache_bytes(e.ms, o.calib_tokens));
   const bool pool_done = file_exists(e.pool + "/manifest.json");
   const bool pruned = prunes(e) && !pool_done;
   if (pruned) {
     line(fmt::format("estimate ({} rows per module)", o.estimate_rows), file_exists(e.W + "/estimate/manifest.json"),
          estimate_pool_seconds(e, preview, o.estimate_rows), 0);
     line("hawq traces (on the estimate)", file_exists(hawq_traces_path(e)),
-         hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens), 0);
+         hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens), hawq_cache);
   }
   const double share = pruned ? window_share(o.pool_window) : 1.0;
   for (const auto& t : preview.types) {
@@ -83,9 +86,10 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
   for (const auto& s : e.scorers) {
     if (s == "hawq")
       line(prunes(e) ? "hawq (the estimate's traces)" : "hawq (HAWQ-V2 traces)", file_exists(e.W + "/scores-hawq.json"),
-           prunes(e) ? hawq_rescore_seconds(e.ms) : hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens), 0);
+           prunes(e) ? hawq_rescore_seconds(e.ms) : hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens),
+           prunes(e) ? 0 : hawq_cache);
     if (s == "gamma" && o.scores.empty())
-      line(fmt::format("learn ({} steps)", learn_steps(e)), false, learn_estimate(e), 0);
+      line(fmt::format("learn ({} steps)", learn_steps(e)), false, learn_estimate(e), learn_cache);
   }
   if (std::count(e.scorers.begin(), e.scorers.end(), "gamma") + std::count(e.scorers.begin(), e.scorers.end(), "static-cal"))
     line(fmt::format("layers ({} files, KLD each)", e.ms.n_layer + 1), file_exists(e.W + "/layers.json"), layers_estimate(e), 0);

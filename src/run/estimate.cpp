@@ -28,6 +28,8 @@ double eval_seconds(const ModelSize& m, double tokens, bool teacher_cached) {
   return kEvalLoadS + tokens * per_tok + (teacher_cached ? 0 : teacher_seconds(m, tokens));
 }
 
+double activation_cache_bytes(const ModelSize& m, double tokens) { return tokens * (m.n_layer + 1) * m.n_embd * 2; }
+
 double dequantize_seconds(const ModelSize& m) { return 10 * m.params / 1e9; }
 
 double pool_type_seconds(const ModelSize& m, const std::string& type, double params) {

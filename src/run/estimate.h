@@ -12,10 +12,15 @@ struct ModelSize {
   double params = 0;         // every weight of the model
   double linear_params = 0;  // those of the linear modules (what the pool quantizes)
   double vocab = 0;          // the vocabulary (an eval's log-softmax and KLD per token)
+  double n_embd = 0;         // the hidden size (the activation caches' width)
   int n_layer = 0;
   int threads = 2;
 };
 
+// The teacher's hidden states on `tokens` calibration tokens at every layer boundary, F16, as
+// HAWQ-V2 and Stage I cache them in gamma's cache (decoder/activations.h): Qwen-1.5B's 4,096
+// tokens for HAWQ-V2, 365 MB measured.
+double activation_cache_bytes(const ModelSize& m, double tokens);
 // F32 teacher forward (dequantize's output; llama-imatrix, HAWQ, Stage I's activations).
 double teacher_seconds(const ModelSize& m, double tokens);
 // One quantized file scored against the teacher: its own forward over `tokens`, plus the

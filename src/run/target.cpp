@@ -28,6 +28,7 @@ Result<ModelSize> model_size(const std::string& path, int threads) {
   s.n_layer = m->n_layer();
   const int64_t te = m->find("token_embd.weight");  // [n_embd, n_vocab]
   s.vocab = te >= 0 ? double(m->tensors()[size_t(te)].shape.back()) : 0;
+  s.n_embd = te >= 0 ? double(m->tensors()[size_t(te)].shape.front()) : 0;
   s.threads = threads;
   return s;
 }
