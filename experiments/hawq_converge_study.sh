@@ -14,7 +14,8 @@ settings=${*:-4:0 8:0.2 8:0.1}
 G=${GAMMA:-$(cd "$(dirname "$0")/.." && pwd)/build/cli/gamma}
 data=$(cd "$(dirname "$0")/../../shared/data" && pwd)
 mkdir -p "$out"
-teacher=$(python3 -c 'import glob, json, sys; print(json.load(open(sorted(glob.glob(sys.argv[1] + "/run*.json"))[0]))["teacher"])' "$run")
+# run.json's teacher, relative to where gamma run ran (the work directory's parent) unless absolute
+teacher=$(python3 -c 'import glob, json, os, sys; t = json.load(open(sorted(glob.glob(sys.argv[1] + "/run*.json"))[0]))["teacher"]; print(t if os.path.isabs(t) else os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), t))' "$run")
 hawq() {  # $1 SAMPLES:TOL -> $out/traces-$1.json (on the estimate) and $out/scores-$1.json (the real pool)
   local s=${1%%:*} tol=${1##*:} conv=()
   [ "$tol" != 0 ] && conv=(--converge "$tol")

@@ -15,7 +15,7 @@ D=$(cd "$(dirname "$0")/.." && pwd)/../shared/data/text
 mkdir -p "$W/control"
 src=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"]["path"])' "$W/pool/manifest.json")
 # the run's teacher (teacher-f32.gguf, teacher-f16.gguf under --teacher-type f16, or an F32 source itself)
-teacher=$(python3 -c 'import glob, json, sys; print(json.load(open(sorted(glob.glob(sys.argv[1] + "/run*.json"))[0]))["teacher"])' "$W")
+teacher=$(python3 -c 'import glob, json, os, sys; t = json.load(open(sorted(glob.glob(sys.argv[1] + "/run*.json"))[0]))["teacher"]; print(t if os.path.isabs(t) else os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), t))' "$W")
 for MIX in "$@"; do
   C=$W/control/$MIX
   # gamma run removes a mix once measured (unless --keep-mixes): made again as the run made it.
