@@ -25,16 +25,10 @@ for t in 0 $tols; do
   "$G" solve "$run/pool" --scores "$out/scores-$t.json" --transform delta --layer-scale "$run/layers.json" --size "$size" \
     -o "$out/plan-$t-gamma-cal.json" > /dev/null
 done
+. "$(dirname "$0")/compare_plans.sh"
 for t in $tols; do
   for v in gamma gamma-cal; do
-    if python3 -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))['modules'] != json.load(open(sys.argv[2]))['modules'])" \
-         "$out/plan-0-$v.json" "$out/plan-$t-$v.json"; then
-      continue  # the same plan: nothing to measure
-    fi
-    for text in wiki.test.raw python-eval.txt; do
-      [ -f "$out/compare-$t-$v-$text.json" ] || "$G" compare "$out/plan-0-$v.json" "$out/plan-$t-$v.json" --pool "$run/pool" \
-        --teacher "$run/teacher-f32.gguf" --text "$data/text/$text" --chunks 16 -t 2 -q -o "$out/compare-$t-$v-$text.json" > /dev/null
-    done
+    compare_plans "$out/plan-0-$v.json" "$out/plan-$t-$v.json" "$run/pool" "$run/teacher-f32.gguf" "$out/compare-$t-$v"
   done
 done
 python3 "$(dirname "$0")/converge_table.py" "$out" $tols -o "$out/table.md" && cat "$out/table.md"

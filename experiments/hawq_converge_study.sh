@@ -28,14 +28,8 @@ hawq() {  # $1 SAMPLES:TOL -> $out/traces-$1.json (on the estimate) and $out/sco
   [ -f "$out/plan-$1.json" ] || "$G" solve "$run/pool" --scores "$out/scores-$1.json" --size "$size" -o "$out/plan-$1.json" > /dev/null
 }
 for st in 8:0 $settings; do hawq "$st"; done
+. "$(dirname "$0")/compare_plans.sh"
 for st in $settings; do
-  if python3 -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))['modules'] != json.load(open(sys.argv[2]))['modules'])" \
-       "$out/plan-8:0.json" "$out/plan-$st.json"; then
-    continue  # the same plan: nothing to measure
-  fi
-  for text in wiki.test.raw python-eval.txt; do
-    [ -f "$out/compare-$st-$text.json" ] || "$G" compare "$out/plan-8:0.json" "$out/plan-$st.json" --pool "$run/pool" \
-      --teacher "$teacher" --text "$data/text/$text" --chunks 16 -t 2 -q -o "$out/compare-$st-$text.json" > /dev/null
-  done
+  compare_plans "$out/plan-8:0.json" "$out/plan-$st.json" "$run/pool" "$teacher" "$out/compare-$st"
 done
 python3 "$(dirname "$0")/hawq_converge_table.py" "$out" $settings -o "$out/table.md" && cat "$out/table.md"
