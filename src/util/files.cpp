@@ -265,8 +265,13 @@ Result<uint64_t> file_size(const std::string& path) {
 uint64_t dir_bytes(const std::string& dir) {
   uint64_t bytes = 0;
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-    if (it->is_regular_file(ec)) bytes += it->file_size(ec);
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code fe;  // a file removed meanwhile (another process's temp) counts nothing
+    if (it->is_regular_file(fe)) {
+      const uintmax_t n = it->file_size(fe);
+      if (!fe) bytes += n;
+    }
+  }
   return bytes;
 }
 
