@@ -11,6 +11,7 @@
 
 #include "cli/command.h"
 #include "gguf_model/model.h"
+#include "llama/backend.h"
 #include "pool/manifest.h"
 #include "speed/memory.h"
 #include "speed/speed.h"
@@ -46,6 +47,7 @@ void run_pool(const SpeedOpts& o, speed::CostModel& cm) {
   fail_if(t.save(o.out));
   std::printf("speed table: %zu modules, rest %.0f us/token decode, %.0f us/batch prompt (%s) -> %s\n", t.cost.size(),
               t.rest.decode_us, t.rest.prefill_us, t.rest.reference.c_str(), o.out.c_str());
+  if (const std::string n = llama::cpu_note(); !n.empty()) std::printf("note: %s\n", n.c_str());
 }
 
 void run_files(const SpeedOpts& o, speed::CostModel& cm) {

@@ -45,7 +45,9 @@ bool cpuid_bit(unsigned leaf, unsigned subleaf, unsigned reg, unsigned bit) {
 }
 #endif
 
-// Checks the build against this CPU and says, once, what is deliberately left unused.
+// Checks the build against this CPU: an extension compiled in that the CPU lacks fails the
+// process. What is deliberately left unused (AMX) is cpu_note()'s, for the commands that report
+// on this machine's speed; printed here it made every command's one-line error two lines.
 void check_cpu() {
   for (const auto& f : cpu_features()) {
     if (f.compiled && !f.cpu) {
@@ -56,12 +58,6 @@ void check_cpu() {
       std::exit(1);
     }
   }
-  if (ggml_offers_amx())
-    std::fprintf(stderr,
-                 "gamma: note: this ggml has AMX kernels, which crash (llama.cpp #20824): "
-                 "extra buffer types (AMX, repack) are off\n");
-  else if (cpu_has_amx())
-    std::fprintf(stderr, "gamma: note: the CPU has AMX; ggml is built without its AMX matmul (llama.cpp #20824)\n");
 }
 
 }  // namespace
@@ -73,6 +69,13 @@ void init() {
     llama_backend_init();
     check_cpu();
   });
+}
+
+std::string cpu_note() {
+  if (ggml_offers_amx())
+    return "this ggml has AMX kernels, which crash (llama.cpp #20824): extra buffer types (AMX, repack) are off";
+  if (cpu_has_amx()) return "the CPU has AMX; ggml is built without its AMX matmul (llama.cpp #20824)";
+  return "";
 }
 
 bool cpu_has_amx() {

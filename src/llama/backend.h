@@ -11,12 +11,15 @@
 namespace gm::llama {
 
 // llama_backend_init once, after installing the log sink (llama/log.h); on first use checks
-// the CPU against the build and prints at most one note on stderr: when the CPU has AMX that
-// ggml deliberately does not use, or when this ggml lists an AMX buffer type (then extra
-// buffer types are turned off, see model_params). Fails the process (one line, exit 1) when
-// ggml was compiled for an extension this CPU lacks (a build copied from another machine),
-// which would otherwise die of SIGILL.
+// the CPU against the build. Fails the process (one line, exit 1) when ggml was compiled for
+// an extension this CPU lacks (a build copied from another machine), which would otherwise
+// die of SIGILL.
 void init();
+
+// What this machine's ggml deliberately leaves unused, for reports of its speed (gamma speed,
+// the dry run): the CPU has AMX that ggml does not use, or this ggml lists an AMX buffer type
+// (then extra buffer types are turned off, see model_params). Empty otherwise.
+std::string cpu_note();
 
 // llama_model_default_params for CPU inference: no GPU layers, and use_extra_bufts off when
 // ggml's CPU backend offers an AMX buffer type (otherwise on: the repacked Q4_0/IQ4_NL

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "llama/backend.h"
 #include "run/mixes.h"
 #include "run/pipeline.h"
 #include "solve/budget.h"
@@ -44,6 +45,7 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
   };
   std::printf("gamma run --dry-run: %s (%.0fM weights, %.0fM in linear modules, %d layers), %d threads\n",
               fs::path(e.model).filename().c_str(), e.ms.params / 1e6, e.ms.linear_params / 1e6, e.ms.n_layer, e.ms.threads);
+  if (const std::string n = llama::cpu_note(); !n.empty()) std::printf("note: %s\n", n.c_str());
   std::printf("files gamma can make from the pool (%s): %s to %s\n",
               e.o.types.empty() ? "auto types" : "given types", format_size(range.min).c_str(), format_size(range.max).c_str());
   if (!o.sizes.empty()) {
@@ -60,7 +62,7 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
          dequantize_seconds(e.ms), uint64_t((o.teacher_type == "f16" ? 2 : 4) * e.ms.params));
   if (o.imatrix == "auto")
     line(fmt::format("llama-imatrix ({} x {} tokens)", o.imatrix_chunks, o.eval_ctx), file_exists(e.imatrix),
-         teacher_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx), 4 << 20);
+         imatrix_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx), 4 << 20);
   if (speed_budget(e))
     line("speed table (kernels per type and shape)", file_exists(e.W + "/speed.json"),
          speed_table_seconds(e.ms, preview.types.size(), speed::layer_of(preview).shapes.size() + 1), 0);

@@ -9,13 +9,20 @@ namespace {
 // Reference figures, 2 threads on the 2-core AMD EPYC the project is measured on.
 constexpr double kQwenParams = 1.544e9;
 constexpr double kTeacherTokS = 44;     // Qwen2.5-1.5B F32 forward, tokens/s
-// gamma eval with the teacher's base cached: a fixed part (loading), and per token a part per
-// weight and one per vocabulary entry (the log-softmax and the KLD against the base). Fitted on
-// SmolLM2-135M (3.9 s), Qwen2.5-Coder-0.5B (10.9 s) and Gemma-3-270M (9.6 s, a 262k vocabulary)
-// quantized, 4 x 512 tokens, nothing else running (experiments/eval_cost.sh); it gives
-// Qwen-1.5B 26.0 s where the older weights-only figure (90 tokens/s) gave 22.8 s.
-constexpr double kEvalLoadS = 1.11, kEvalSPerTokG = 7.02e-3, kEvalSPerTokVocab = 8.72e-9;
+// gamma eval with the teacher's base cached: a part per file (loading, first-chunk warm-up)
+// growing with the weights, and per token a part per weight and one per vocabulary entry (the
+// log-softmax and the KLD against the base). Least squares over SmolLM2-135M (3.9 s),
+// Qwen2.5-Coder-0.5B (10.9 s), Gemma-3-270M (9.6 s, a 262k vocabulary), 4 x 512 tokens
+// (results/eval_cost.md), and Qwen2.5-Coder-1.5B's evals in results/job_cost_qwen (1 x 512: 8 s;
+// 8 x 512: 33-37 s); each within 15 %. The earlier fit on the three small models alone priced
+// Qwen-1.5B's 8 x 512 at 58 s: per-token overheads that do not grow with the weights dominate a
+// small model.
+constexpr double kEvalLoadS = 2.37, kEvalLoadSPerG = 1.08, kEvalSPerTokG = 3.32e-3, kEvalSPerTokVocab = 1.06e-8;
 constexpr double kLayerStepS = 1.1;     // one Qwen Stage I layer step on 512 tokens
+// The pool's per-type figures below came from the IQ sweep's part sidecars, measured beside other
+// jobs; the quiet default job of results/job_cost_qwen ran the estimate at 0.59x and the pool at
+// 0.62x of them (the same types at 128 rows and in full), so every type is scaled alike.
+constexpr double kPoolQuiet = 0.6;
 
 double scale(const ModelSize& m) { return m.params / kQwenParams * 2.0 / std::max(1, m.threads); }
 
@@ -25,7 +32,15 @@ double teacher_seconds(const ModelSize& m, double tokens) { return tokens / kTea
 
 double eval_seconds(const ModelSize& m, double tokens, bool teacher_cached) {
   const double per_tok = (kEvalSPerTokG * m.params / 1e9 + kEvalSPerTokVocab * m.vocab) * 2.0 / std::max(1, m.threads);
-  return kEvalLoadS + tokens * per_tok + (teacher_cached ? 0 : teacher_seconds(m, tokens));
+  return kEvalLoadS + kEvalLoadSPerG * m.params / 1e9 + tokens * per_tok +
+         (teacher_cached ? 0 : teacher_seconds(m, tokens));
+}
+
+double imatrix_seconds(const ModelSize& m, double tokens) {
+  // llama-imatrix runs the source file (not the F32 teacher) and collects each matmul's input
+  // statistics: 171 s for 32 x 512 tokens on Qwen-1.5B (results/job_cost_qwen), 1.35x an eval of
+  // as many tokens. It was priced as a teacher forward before, 429 s.
+  return 1.35 * eval_seconds(m, tokens, true);
 }
 
 double activation_cache_bytes(const ModelSize& m, double tokens) { return tokens * (m.n_layer + 1) * m.n_embd * 2; }
@@ -41,12 +56,13 @@ double pool_type_seconds(const ModelSize& m, const std::string& type, double par
       {"Q5_0", 19},     {"Q5_K", 62},    {"Q5_1", 60},    {"Q6_K", 19}, {"Q8_0", 9}};
   auto it = kSecPerG.find(type);
   const double per_g = it != kSecPerG.end() ? it->second : 100;
-  return per_g * params / 1e9 * 2.0 / std::max(1, m.threads);
+  return kPoolQuiet * per_g * params / 1e9 * 2.0 / std::max(1, m.threads);
 }
 
 double hawq_seconds(const ModelSize& m, int samples, double calib_tokens) {
-  // 188 s on SmolLM2-135M, 922 s on Qwen-1.5B (4 samples, 4096 tokens): a fixed part + per weight.
-  const double base = 118 + 521 * m.params / 1e9;
+  // 188 s on SmolLM2-135M (0.13 G weights), 822 s on Qwen-1.5B (1.78 G weights counted as
+  // ModelSize does; results/job_cost_qwen), 4 samples, 4096 tokens: a fixed part + per weight.
+  const double base = 136 + 386 * m.params / 1e9;
   return base * (samples / 4.0) * (calib_tokens / 4096.0) * 2.0 / std::max(1, m.threads);
 }
 
@@ -69,12 +85,17 @@ double window_share(int steps) {
 }
 
 double mix_seconds(const ModelSize& m, const std::string& mix) {
-  // IQ3 mix on Qwen ~270 s; K and legacy mixes are a few times faster.
+  // Per 1e9 weights (as ModelSize counts them): Qwen-1.5B's IQ3_S 253 s and IQ3_M 240 s, Q3_K_M
+  // 49 s (results/job_cost_qwen); the IQ grids' search is what costs.
   const bool iq = mix.rfind("IQ", 0) == 0;
-  return (iq ? 270.0 : 90.0) * m.params / kQwenParams * 2.0 / std::max(1, m.threads);
+  return (iq ? 138.0 : 28.0) * m.params / 1e9 * 2.0 / std::max(1, m.threads);
 }
 
-double emit_seconds(const ModelSize& m) { return 5 + 10 * m.params / 1e9; }
+double emit_seconds(const ModelSize& m) {
+  // A file copied from the pool's candidates (the emit cache holds the rest): 1-3 s per variant
+  // and ~4 s per `gamma layers` file on Qwen-1.5B (results/job_cost_qwen).
+  return 1 + 1.5 * m.params / 1e9;
+}
 
 double speed_table_seconds(const ModelSize& m, size_t types, size_t shapes) {
   // ~1.5 s per kernel (decode chain and a 512-batch) on 2 cores; llama-bench as below.

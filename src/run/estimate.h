@@ -27,6 +27,8 @@ double teacher_seconds(const ModelSize& m, double tokens);
 // teacher's forward the first time (when the base file is not cached yet).
 double eval_seconds(const ModelSize& m, double tokens, bool teacher_cached);
 double dequantize_seconds(const ModelSize& m);
+// llama-imatrix over `tokens` calibration tokens of the source.
+double imatrix_seconds(const ModelSize& m, double tokens);
 // One candidate type of the pool over the `params` weights of the modules that take it.
 double pool_type_seconds(const ModelSize& m, const std::string& type, double params);
 double hawq_seconds(const ModelSize& m, int samples, double calib_tokens);

@@ -136,7 +136,7 @@ Status make_inputs(Env& e, const PoolOptions& po, const Manifest& preview, const
   if (o.imatrix == "auto" && !file_exists(e.imatrix))
     GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("llama-imatrix ({} chunks of {} tokens of {}) -> {}", o.imatrix_chunks,
                                               o.eval_ctx, fs::path(e.calib).filename().string(), e.imatrix),
-                                  teacher_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx), [&]() -> Status {
+                                  imatrix_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx), [&]() -> Status {
       const std::string tmp = e.W + "/imatrix.partial.gguf";
       GAMMA_RETURN_IF_ERROR(run_tool("imatrix",
           {o.llama_bin + "/llama-imatrix", "-m", e.model, "-f", e.calib, "-c", std::to_string(o.eval_ctx), "--chunks",
