@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <set>
 
 #include <unistd.h>
@@ -360,6 +361,51 @@ TEST(RunPipeline, DryRunPrintsThePlanOfWorkAndWritesNothing) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* s : {"speed table (kernels per type and shape)", "llama-bench of the reported files (2 rounds)"})
     EXPECT_NE(r.output.find(s), std::string::npos) << s << "\n" << r.output;
+  EXPECT_FALSE(fs::exists(d / "w"));
+}
+
+// The dry run prices this machine: two probes (quantizing, a forward pass) against the reference
+// machine's figures, measured once per model, CPU and thread count and kept in gamma's cache; the
+// forward passes' stages scale with the measured ratio.
+TEST(RunPipeline, DryRunPricesThisMachineOnceAndScalesByIt) {
+  TempDir d;
+  const std::string env = "GAMMA_CACHE=" + d / "cache" + " ";
+  const std::string cmd = env + gamma_cli() + " run " + stories260k() + " --dry-run --size 1MB -c 128 -w " + d / "w";
+  auto r = gm::testing::run(cmd);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("this machine: quantizing "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(probes: "), std::string::npos) << r.output;
+  std::vector<fs::path> files;
+  for (const auto& f : fs::directory_iterator(d / "cache/machine"))
+    if (f.path().extension() == ".json") files.push_back(f.path());
+  ASSERT_EQ(files.size(), 1u);
+  auto j = read_json(files[0].string(), "gamma.machine", 1);
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  for (const char* k : {"quantize_scale", "forward_scale"}) EXPECT_GT((*j)[k].get<double>(), 0) << j->dump();
+  EXPECT_GT((*j)["forward_probe"]["seconds"].get<double>(), 0);
+  // The llama-imatrix line's seconds at a forward scale of 1, then of 30: 30 times as long.
+  auto imatrix_seconds = [](const std::string& out) {
+    const size_t at = out.find("llama-imatrix (");
+    EXPECT_NE(at, std::string::npos) << out;
+    std::string line = out.substr(at, out.find('\n', at) - at);
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(line, m, std::regex(" (?:([0-9]+)m)?([0-9]+)s "))) << line;
+    return (m[1].matched ? 60 * std::stod(m[1]) : 0) + std::stod(m[2]);
+  };
+  double secs[2];
+  for (int i = 0; i < 2; ++i) {
+    (*j)["forward_scale"] = i == 0 ? 1.0 : 30.0;
+    (*j)["quantize_scale"] = 2.0;
+    ASSERT_TRUE(write_json(files[0].string(), *j).is_ok());
+    r = gm::testing::run(cmd);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(i == 0 ? "quantizing 2.00x, forward passes 1.00x" : "quantizing 2.00x, forward passes 30.00x"),
+              std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("(measured before: "), std::string::npos) << r.output;
+    secs[i] = imatrix_seconds(r.output);
+  }
+  EXPECT_GT(secs[0], 0);
+  EXPECT_NEAR(secs[1] / secs[0], 30.0, 30.0 * 0.5 / secs[0] + 0.5);  // hms rounds to the second
   EXPECT_FALSE(fs::exists(d / "w"));
 }
 

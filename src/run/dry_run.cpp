@@ -132,7 +132,7 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
        reported * (emit_seconds(e.ms) + eval_seconds(e.ms, rtok, true)) + teacher_seconds(e.ms, rtok + also_tok) +
            n_targets * eval_seconds(e.ms, also_tok, true),
        file);
-  std::printf("\n  %-44s %10s %12s\n", "total (estimate, 2-core reference speeds)", hms(total).c_str(),
+  std::printf("\n  %-44s %10s %12s\n", "total (estimate, at this machine's speed)", hms(total).c_str(),
               format_size(disk).substr(0, format_size(disk).find(' ') + 4).c_str());
   return Status::ok();
 }

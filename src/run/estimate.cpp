@@ -28,11 +28,11 @@ double scale(const ModelSize& m) { return m.params / kQwenParams * 2.0 / std::ma
 
 }  // namespace
 
-double teacher_seconds(const ModelSize& m, double tokens) { return tokens / kTeacherTokS * scale(m); }
+double teacher_seconds(const ModelSize& m, double tokens) { return m.forward_scale * tokens / kTeacherTokS * scale(m); }
 
 double eval_seconds(const ModelSize& m, double tokens, bool teacher_cached) {
   const double per_tok = (kEvalSPerTokG * m.params / 1e9 + kEvalSPerTokVocab * m.vocab) * 2.0 / std::max(1, m.threads);
-  return kEvalLoadS + kEvalLoadSPerG * m.params / 1e9 + tokens * per_tok +
+  return m.forward_scale * (kEvalLoadS + kEvalLoadSPerG * m.params / 1e9 + tokens * per_tok) +
          (teacher_cached ? 0 : teacher_seconds(m, tokens));
 }
 
@@ -56,25 +56,25 @@ double pool_type_seconds(const ModelSize& m, const std::string& type, double par
       {"Q5_0", 19},     {"Q5_K", 62},    {"Q5_1", 60},    {"Q6_K", 19}, {"Q8_0", 9}};
   auto it = kSecPerG.find(type);
   const double per_g = it != kSecPerG.end() ? it->second : 100;
-  return kPoolQuiet * per_g * params / 1e9 * 2.0 / std::max(1, m.threads);
+  return m.quantize_scale * kPoolQuiet * per_g * params / 1e9 * 2.0 / std::max(1, m.threads);
 }
 
 double hawq_seconds(const ModelSize& m, int samples, double calib_tokens) {
   // 188 s on SmolLM2-135M (0.13 G weights), 822 s on Qwen-1.5B (1.78 G weights counted as
   // ModelSize does; results/job_cost_qwen), 4 samples, 4096 tokens: a fixed part + per weight.
   const double base = 136 + 386 * m.params / 1e9;
-  return base * (samples / 4.0) * (calib_tokens / 4096.0) * 2.0 / std::max(1, m.threads);
+  return m.forward_scale * base * (samples / 4.0) * (calib_tokens / 4096.0) * 2.0 / std::max(1, m.threads);
 }
 
 double hawq_rescore_seconds(const ModelSize& m) {
   // SmolLM2's 1,110 candidates: 3 s (the teacher loaded, each candidate dequantized and diffed).
-  return 3 + 30 * m.params / 1e9 * 2.0 / std::max(1, m.threads);
+  return m.forward_scale * (3 + 30 * m.params / 1e9 * 2.0 / std::max(1, m.threads));
 }
 
 double learn_seconds(const ModelSize& m, int steps, int layers_per_step, int batch_tokens) {
   const int layers = layers_per_step > 0 ? std::min(layers_per_step, m.n_layer) : m.n_layer;
   const double per_layer = kLayerStepS * (m.linear_params / std::max(1, m.n_layer)) / (kQwenParams * 0.85 / 28);
-  return steps * layers * per_layer * batch_tokens / 512.0 * 2.0 / std::max(1, m.threads);
+  return m.forward_scale * steps * layers * per_layer * batch_tokens / 512.0 * 2.0 / std::max(1, m.threads);
 }
 
 double window_share(int steps) {
@@ -88,7 +88,7 @@ double mix_seconds(const ModelSize& m, const std::string& mix) {
   // Per 1e9 weights (as ModelSize counts them): Qwen-1.5B's IQ3_S 253 s and IQ3_M 240 s, Q3_K_M
   // 49 s (results/job_cost_qwen); the IQ grids' search is what costs.
   const bool iq = mix.rfind("IQ", 0) == 0;
-  return (iq ? 138.0 : 28.0) * m.params / 1e9 * 2.0 / std::max(1, m.threads);
+  return m.quantize_scale * (iq ? 138.0 : 28.0) * m.params / 1e9 * 2.0 / std::max(1, m.threads);
 }
 
 double emit_seconds(const ModelSize& m) {

@@ -9,6 +9,7 @@
 //   speed_budget.cpp  --min-decode / --min-prefill: the speed table, the head rules that meet
 //                 it, each reported file measured by llama-bench
 //   dry_run.cpp   the plan of work with its estimated time and disk
+//   machine.cpp   this machine's speed against the reference the estimates are priced on
 //   run.cpp       the steps in order
 // Internal to src/run: nothing outside includes it.
 #pragma once
@@ -222,6 +223,11 @@ bool speed_budget(const Env& e);
 bool memory_budget(const Env& e);
 // --memory: llama.cpp's allocation for the source at --ctx (speed/memory.h), into e.
 Status measure_memory(Env& e);
+// This machine's speed against the reference the estimates are priced on (machine.cpp): sets
+// e.ms's quantize_scale and forward_scale from two short probes, measured once per model, CPU
+// and thread count and kept in gamma's cache; prints one line.
+Status calibrate_machine(Env& e, const Manifest& preview);
+
 // The speed table of `m`'s candidates on this machine, W/speed.json (kept; a second run and
 // gamma speed's own cache measure nothing), into e.speed and e.table. Made from the pool's
 // preview, before any candidate is quantized.
