@@ -24,6 +24,9 @@ void add_pool(CLI::App& app) {
                 "write an estimate instead: exact sizes, errors from N sampled rows per module, no candidate files "
                 "(gamma solve and gamma hawq read it; gamma run chooses the real pool's candidates with it)")
       ->check(CLI::PositiveNumber);
+  c->add_flag("--stream", o->p.stream,
+              "a streamed pool: the estimate's manifest (--estimate-rows, default 128), no candidate files; Stage I, "
+              "HAWQ-V2 and emit make each candidate from the source when they need it, the bytes a stored pool holds");
   c->add_option("--only", o->only, "quantize only the candidate types this file lists per module (gamma.pool.only; "
                                    "modules it does not name take every type)");
   c->add_option("-t,--threads", o->p.n_threads, "worker threads (default: all cores)");
@@ -31,13 +34,15 @@ void add_pool(CLI::App& app) {
   c->callback([o] {
     o->p.types.erase(std::remove(o->p.types.begin(), o->p.types.end(), std::string()), o->p.types.end());
     if (!o->only.empty()) o->p.only = value_or_fail(load_only(o->only));
+    if (o->p.stream && o->p.estimate_rows == 0) o->p.estimate_rows = 128;
     o->p.save_estimate = o->p.estimate_rows > 0;
     Manifest m = value_or_fail(build_pool(o->p));
     size_t n = 0;
     for (const auto& e : m.modules) n += e.candidates.size();
     std::string types;
     for (const auto& t : m.types) types += (types.empty() ? "" : ",") + t;
-    std::printf("%s: %zu modules, %zu candidates%s, types %s\n", (m.dir + "/manifest.json").c_str(), m.modules.size(), n,
+    std::printf("%s: %zu modules, %zu candidates%s%s, types %s\n", (m.dir + "/manifest.json").c_str(), m.modules.size(),
+                n, m.streamed ? ", streamed" : "",
                 m.estimate_rows > 0 ? (" (estimated from " + std::to_string(m.estimate_rows) + " rows each)").c_str() : "",
                 types.c_str());
   });

@@ -49,6 +49,9 @@ void add_run(CLI::App& app) {
                 "quantize, per module, only the candidates within this many steps of HAWQ-V2's plans on an estimate "
                 "of the pool at every size the run makes (results/prune_qwen/); -1: every candidate")
       ->capture_default_str()->check(CLI::Range(-1, 100));
+  c->add_flag("--stream-pool", o->stream_pool,
+              "no candidate files: Stage I, gamma layers and each emit quantize the candidates they read from the "
+              "source (the same bytes); the pool's errors are the estimate's");
   c->add_option("--estimate-rows", o->estimate_rows, "rows per module the estimate samples")
       ->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--text", o->eval_texts, "report texts, never used for choosing: wiki (wiki.test.raw, the default), python (python-eval.txt) or paths (comma list; the first draws the table and the picture, the others add gamma's and each mix's KLD on them)")

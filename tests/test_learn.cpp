@@ -1321,3 +1321,56 @@ TEST(Learn, IqCandidatesAreReadThroughGgmlTypeTraits) {
       if (m.find("IQ4_NL")) EXPECT_TRUE(s["modules"][m.name]["score"].contains("IQ4_NL")) << f << " " << m.name;
   }
 }
+
+// A streamed pool (gamma pool --stream) holds no candidate file; the store makes each candidate
+// from the source with the stored pool's imatrix (an IQ type among them), float for float what the
+// stored pool's candidate dequantizes to, so Stage I's scores are the stored pool's to the bit. A
+// streamed pool whose imatrix changed since is refused in one line.
+TEST(Learn, StreamedPoolGivesTheStoredPoolsCandidatesAndScores) {
+  TempDir dir;
+  auto im = gm::testing::run(gm::testing::llama_tool("llama-imatrix") + " -m " + gm::testing::stories260k() + " -f " +
+                             gm::testing::shared_data("text/tinystories-valid-prefix.txt") +
+                             " -c 128 --chunks 10 -t 2 -o " + dir / "im.gguf");
+  ASSERT_EQ(im.exit_code, 0) << im.output;
+  const std::string common = " --types Q4_0,IQ4_NL,Q8_0,F16 --imatrix " + dir / "im.gguf" + " -t 2 -q -o ";
+  auto r = gm::testing::gamma("pool " + gm::testing::stories260k() + common + dir / "stored");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = gm::testing::gamma("pool " + gm::testing::stories260k() + " --stream" + common + dir / "streamed");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const auto& f : fs::directory_iterator(dir / "streamed")) EXPECT_EQ(f.path().filename(), "manifest.json");
+  auto stored = Manifest::load(dir / "stored").value(), streamed = Manifest::load(dir / "streamed").value();
+  EXPECT_TRUE(streamed.streamed);
+  auto a = CandidateStore::open(stored).value(), b = CandidateStore::open(streamed).value();
+  size_t n = 0;
+  for (const auto& e : stored.modules) {
+    const ModuleEntry* s = streamed.find(e.name);
+    ASSERT_NE(s, nullptr);
+    ASSERT_EQ(s->candidates.size(), e.candidates.size()) << e.name;
+    for (size_t k = 0; k < e.candidates.size(); ++k) {
+      EXPECT_EQ(s->candidates[k].bytes, e.candidates[k].bytes);
+      std::vector<float> x(size_t(e.n_params)), y(size_t(e.n_params));
+      ASSERT_TRUE(a->dequantize(e, e.candidates[k], x.data(), 2).is_ok());
+      ASSERT_TRUE(b->dequantize(*s, s->candidates[k], y.data(), 2).is_ok());
+      EXPECT_EQ(x, y) << e.name << " " << e.candidates[k].id;
+      ++n;
+    }
+  }
+  EXPECT_GT(n, 60u);
+  json scores[2];
+  for (int i = 0; i < 2; ++i) {
+    const std::string out = dir / (i ? "streamed.json" : "stored.json");
+    r = gm::testing::gamma(learn_args(dir, dir / (i ? "streamed" : "stored"), out) + " --bpw 7.5 --steps 6");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    scores[i] = load(out);
+  }
+  EXPECT_EQ(scores[0]["modules"], scores[1]["modules"]);
+
+  // The imatrix rewritten: the streamed pool would make other bytes than it promised.
+  auto im2 = gm::testing::run(gm::testing::llama_tool("llama-imatrix") + " -m " + gm::testing::stories260k() + " -f " +
+                              gm::testing::shared_data("text/tinystories-valid-prefix.txt") +
+                              " -c 128 --chunks 4 -t 2 -o " + dir / "im.gguf");
+  ASSERT_EQ(im2.exit_code, 0) << im2.output;
+  auto st = CandidateStore::open(streamed);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.status().message().find("changed since the streamed pool"), std::string::npos) << st.status().message();
+}

@@ -403,3 +403,35 @@ TEST(Emit, SamePlanSolvedTwiceGivesTheSameBytes) {
   EXPECT_FALSE(bytes[0].empty());
   EXPECT_TRUE(bytes[0] == bytes[1]);
 }
+
+// A streamed pool emits the stored pool's file byte for byte, for a uniform and a solved mixed
+// plan: each candidate made from the source once and kept in POOL/stream/, which a second emit
+// reads. --stream makes no files, so an import (a file) is refused with it.
+TEST(Pool, StreamedPoolEmitsTheStoredPoolsBytes) {
+  TempDir d;
+  auto r = gamma("pool " + stories260k() + " --types Q4_0,Q5_0,Q8_0 -q -o " + d / "stored");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = gamma("pool " + stories260k() + " --types Q4_0,Q5_0,Q8_0 --stream -q -o " + d / "streamed");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("streamed (estimated from 128 rows each)"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(d / "streamed/cand-Q4_0.gguf"));
+  r = gamma("solve --pool " + d / "stored" + " --score-from-manifest --bpw 7.5 -o " + d / "mixed.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto stored = Manifest::load(d / "stored").value();
+  ASSERT_TRUE(uniform_plan(stored, "Q5_0").value().save(d / "uniform.json").is_ok());
+  for (const std::string plan : {"uniform", "mixed"}) {
+    r = gamma("emit " + d / "stored" + " " + d / (plan + ".json") + " -o " + d / (plan + "-a.gguf"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (const std::string pass : {"b", "c"}) {  // c: from the cache b left
+      r = gamma("emit " + d / "streamed" + " " + d / (plan + ".json") + " -o " + d / (plan + "-" + pass + ".gguf"));
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+      EXPECT_TRUE(read_file(d / (plan + "-a.gguf")).value() == read_file(d / (plan + "-" + pass + ".gguf")).value())
+          << plan << " " << pass;
+    }
+  }
+  EXPECT_TRUE(fs::exists(d / "streamed/stream"));
+  r = gamma("pool " + stories260k() + " --types Q8_0 --stream --import " + d / "uniform-a.gguf" + " -q -o " + d / "bad");
+  EXPECT_EQ(r.output, "gamma: error: --stream makes no candidate files, and an import's candidates are one: build it "
+                      "without --stream\n");
+  EXPECT_FALSE(fs::exists(d / "bad/manifest.json"));
+}

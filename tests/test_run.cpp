@@ -362,6 +362,12 @@ TEST(RunPipeline, DryRunPrintsThePlanOfWorkAndWritesNothing) {
   for (const char* s : {"speed table (kernels per type and shape)", "llama-bench of the reported files (2 rounds)"})
     EXPECT_NE(r.output.find(s), std::string::npos) << s << "\n" << r.output;
   EXPECT_FALSE(fs::exists(d / "w"));
+  // A streamed pool: one line for its manifest, none per type (no candidate file is written).
+  r = gamma("run " + stories260k() + " --dry-run --size 1MB --stream-pool -w " + d / "w");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("pool (streamed: the estimate's manifest, no files)"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("pool Q8_0"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(d / "w"));
 }
 
 // The dry run prices this machine: two probes (quantizing, a forward pass) against the reference
@@ -407,6 +413,32 @@ TEST(RunPipeline, DryRunPricesThisMachineOnceAndScalesByIt) {
   EXPECT_GT(secs[0], 0);
   EXPECT_NEAR(secs[1] / secs[0], 30.0, 30.0 * 0.5 / secs[0] + 0.5);  // hms rounds to the second
   EXPECT_FALSE(fs::exists(d / "w"));
+}
+
+// --stream-pool: the pool is the estimate's manifest and nothing else; Stage I makes the
+// candidates it reads, so its plan is the stored pool's run's, and the run's peak disk is lower.
+TEST(RunPipeline, StreamedPoolRunStoresNoCandidateAndLearnsTheSamePlan) {
+  TempDir d;
+  const std::string common = stories260k() + " --size 330000 --types Q4_0,Q5_0,Q8_0 --scorers gamma --imatrix none "
+                             "--compare none --no-front -c 128 --chunks 2 -t 2 --steps 6";
+  auto r = gamma("run " + common + " -w " + d / "stored");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = gamma("run " + common + " --stream-pool -w " + d / "streamed");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("pool (streamed) "), std::string::npos) << r.output;
+  for (const auto& f : fs::directory_iterator(d / "streamed/pool"))
+    EXPECT_EQ(f.path().extension() == ".gguf", false) << f.path();
+  EXPECT_TRUE(Manifest::load(d / "streamed/pool").value().streamed);
+  json runs[2];
+  for (int i = 0; i < 2; ++i) runs[i] = read_json(d / (i ? "streamed" : "stored") + "/run.json", "gamma.run", 2).value();
+  auto plan = [](const json& run) {
+    for (const auto& v : run["tried"])
+      if (v["name"] == "gamma") return read_json(v["plan"].get<std::string>(), "gamma.plan", 1).value()["modules"];
+    return json();
+  };
+  EXPECT_FALSE(plan(runs[0]).is_null());
+  EXPECT_EQ(plan(runs[0]), plan(runs[1]));
+  EXPECT_LT(runs[1]["peak_disk_bytes"].get<uint64_t>(), runs[0]["peak_disk_bytes"].get<uint64_t>());
 }
 
 // Several sizes in one work directory: each chosen on validation by the same rule (the sum of

@@ -1,6 +1,7 @@
 #include "emit/emit.h"
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -8,6 +9,7 @@
 #include "gguf_model/model.h"
 #include "gguf_model/writer.h"
 #include "llama.h"
+#include "pool/candidate.h"
 #include "pool/imatrix.h"
 #include "pool/quantize.h"
 #include "util/files.h"
@@ -58,10 +60,25 @@ namespace {
 // 25 s of the 28 an emit of Qwen-0.5B takes, paid by each variant gamma run tries. The first
 // emit keeps them in POOL/fixed/, named by the model's fingerprint and the imatrix's hash so a
 // pool rebuilt from another model or imatrix in the same directory never reads them; a
-// cache that cannot be written is only a cost.
-std::string fixed_cache_path(const Manifest& man, const std::string& name, ggml_type t) {
+// cache that cannot be written is only a cost. A streamed pool's candidates are kept the same way
+// in POOL/stream/: the raced variants, the finalists and the front share most of their choices.
+std::string cache_path(const Manifest& man, const std::string& kind, const std::string& name, ggml_type t) {
   const std::string key = man.model_fingerprint + "/" + man.imatrix_sha256;
-  return man.dir + "/fixed/" + name + "." + type_name(t) + "." + sha256_hex(key.data(), key.size()).substr(0, 16);
+  return man.dir + "/" + kind + "/" + name + "." + type_name(t) + "." + sha256_hex(key.data(), key.size()).substr(0, 16);
+}
+
+// Bytes from the cache, else made by `make` and kept there.
+Status cached_bytes(const std::string& path, uint64_t nbytes, std::vector<uint8_t>& buf,
+                    const std::function<Result<std::vector<uint8_t>>()>& make) {
+  buf.resize(nbytes);
+  if (read_file_exact(path, buf.data(), nbytes).is_ok()) return Status::ok();
+  GAMMA_ASSIGN_OR_RETURN(buf, make());
+  if (buf.size() == nbytes) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    if (!ec) (void)write_file_atomic_nosync(path, buf.data(), buf.size());
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -78,6 +95,8 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
   Imatrix im;
   if (!man.imatrix_path.empty()) {
     GAMMA_ASSIGN_OR_RETURN(im, load_imatrix(man.imatrix_path));
+    if (man.streamed && im.sha256 != man.imatrix_sha256)
+      return Status::errorf("{} changed since the streamed pool {} was made; make it again", man.imatrix_path, man.dir);
   }
 
   const PlanSize size = plan_size(man, plan);
@@ -97,7 +116,7 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
 
   std::map<std::string, std::unique_ptr<TensorFile>> files;
   for (const auto& [name, c] : cand)
-    if (!files.count(c->file)) {
+    if (!(man.streamed && c->file.empty()) && !files.count(c->file)) {
       GAMMA_ASSIGN_OR_RETURN(files[c->file], TensorFile::open(man.dir + "/" + c->file));
       const int64_t k = gguf_find_key(files[c->file]->gguf(), "gamma.model.fingerprint");
       if (k >= 0 && std::string(gguf_get_val_str(files[c->file]->gguf(), k)) != man.model_fingerprint)
@@ -128,6 +147,18 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
   GAMMA_RETURN_IF_ERROR(writer->write(out_path, [&](size_t i, std::vector<uint8_t>& buf) -> Status {
     const TensorInfo& t = tensors[i];
     const ggml_type want = out_type.at(t.name);
+    if (auto it = cand.find(t.name); it != cand.end() && man.streamed && it->second->file.empty()) {
+      GAMMA_RETURN_IF_ERROR(model->check_fits_memory(t));
+      GAMMA_RETURN_IF_ERROR(cached_bytes(cache_path(man, "stream", t.name, want), it->second->bytes, buf,
+                                         [&]() -> Result<std::vector<uint8_t>> {
+                                           GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, model->read_f32(t));
+                                           return candidate_bytes(*model, t, want, ref, im.find(t.name), nt);
+                                         }));
+      if (buf.size() != it->second->bytes)
+        return Status::errorf("{} at {}: {} bytes made, the manifest says {}", t.name, type_name(want), buf.size(),
+                              it->second->bytes);
+      return Status::ok();
+    }
     if (auto it = cand.find(t.name); it != cand.end()) {
       const TensorFile& f = *files.at(it->second->file);
       const TensorInfo* ct = f.find(t.name);
@@ -142,20 +173,16 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
       return model->read_raw(t, buf.data());
     }
     const uint64_t nbytes = uint64_t(ggml_row_size(want, t.row_width())) * uint64_t(t.n_rows());
-    const std::string cached = fixed_cache_path(man, t.name, want);
-    buf.resize(nbytes);
-    if (read_file_exact(cached, buf.data(), nbytes).is_ok()) return Status::ok();
-    GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, model->read_f32(t));
-    const auto* iv = im.find(t.name);
-    buf = want == GGML_TYPE_F32
-              ? std::vector<uint8_t>(reinterpret_cast<uint8_t*>(ref.data()), reinterpret_cast<uint8_t*>(ref.data() + ref.size()))
-              : quantize_rows(want, ref.data(), t.n_rows(), t.row_width(), iv ? iv->data() : nullptr, nt);
-    if (want != GGML_TYPE_F32 && buf.size() == nbytes) {
-      std::error_code ec;
-      std::filesystem::create_directories(man.dir + "/fixed", ec);
-      if (!ec) (void)write_file_atomic_nosync(cached, buf.data(), buf.size());
+    if (want == GGML_TYPE_F32) {
+      GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, model->read_f32(t));
+      buf.assign(reinterpret_cast<uint8_t*>(ref.data()), reinterpret_cast<uint8_t*>(ref.data() + ref.size()));
+      return Status::ok();
     }
-    return Status::ok();
+    return cached_bytes(cache_path(man, "fixed", t.name, want), nbytes, buf, [&]() -> Result<std::vector<uint8_t>> {
+      GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, model->read_f32(t));
+      const auto* iv = im.find(t.name);
+      return quantize_rows(want, ref.data(), t.n_rows(), t.row_width(), iv ? iv->data() : nullptr, nt);
+    });
   }));
 
   // The llama-quantize recipe: every tensor llama-quantize would quantize (2-D and up).

@@ -13,9 +13,13 @@
 #include "ggml.h"
 #include "gguf.h"
 #include "gguf_model/model.h"
+#include "pool/candidate.h"
+#include "pool/imatrix.h"
 #include "util/parallel.h"
 
 namespace gm {
+
+CandidateStore::CandidateStore() = default;
 
 CandidateStore::~CandidateStore() {
   for (auto& f : files_) {
@@ -27,12 +31,34 @@ CandidateStore::~CandidateStore() {
 Result<std::unique_ptr<CandidateStore>> CandidateStore::open(const Manifest& m) {
   GAMMA_RETURN_IF_ERROR(m.needs_candidates());
   std::unique_ptr<CandidateStore> s(new CandidateStore());
+  if (m.streamed) {
+    GAMMA_ASSIGN_OR_RETURN(s->source_, Model::open(m.model_path));
+    if (s->source_->fingerprint() != m.model_fingerprint)
+      return Status::errorf("{} changed since the streamed pool {} was made (fingerprint differs); make it again",
+                            m.model_path, m.dir);
+    if (!m.imatrix_path.empty()) {
+      GAMMA_ASSIGN_OR_RETURN(Imatrix im, load_imatrix(m.imatrix_path));
+      if (im.sha256 != m.imatrix_sha256)
+        return Status::errorf("{} changed since the streamed pool {} was made; make it again", m.imatrix_path, m.dir);
+      s->imatrix_ = std::make_unique<Imatrix>(std::move(im));
+    }
+  }
   std::map<std::string, const File*> by_name;
   for (const auto& e : m.modules) {
     // Matrices, and a MoE layer's experts stacked in a 3-D tensor (rows of each expert in turn).
     if (e.shape.size() != 2 && e.shape.size() != 3)
       return Status::errorf("pool module {} is not a matrix or a stack of matrices", e.name);
     for (const auto& c : e.candidates) {
+      if (m.streamed && c.file.empty()) {
+        const int64_t k = s->source_->find(e.name);
+        auto type = parse_type(c.type);
+        if (k < 0 || !type.is_ok())
+          return Status::errorf("streamed pool {}: the source has no {} at {}", m.dir, e.name, c.type);
+        if (s->source_->tensors()[size_t(k)].shape != e.shape)
+          return Status::errorf("streamed pool {}: {} in the source is not the manifest's shape", m.dir, e.name);
+        s->locs_[{e.name, c.id}] = Loc{nullptr, 0, c.bytes, int(*type)};
+        continue;
+      }
       const File* f = nullptr;
       if (auto it = by_name.find(c.file); it != by_name.end()) {
         f = it->second;
@@ -77,6 +103,7 @@ Status CandidateStore::dequantize(const ModuleEntry& module, const Candidate& ca
   auto it = locs_.find({module.name, cand.id});
   if (it == locs_.end()) return Status::errorf("no candidate {} for module {}", cand.id, module.name);
   const Loc& loc = it->second;
+  if (!loc.file) return make(module, loc, dst, n_threads);
   const ggml_type type = ggml_type(loc.type);
   int64_t rows = 1;
   for (size_t d = 1; d < module.shape.size(); ++d) rows *= module.shape[d];
@@ -109,6 +136,22 @@ Status CandidateStore::dequantize(const ModuleEntry& module, const Candidate& ca
   };
   parallel_for(n_threads, n_threads, 1, [&](int64_t t, int) { work(int(t)); });
   for (auto& s : st) GAMMA_RETURN_IF_ERROR(s);
+  return Status::ok();
+}
+
+// A streamed candidate: made from the source as the pool makes it, then dequantized.
+Status CandidateStore::make(const ModuleEntry& module, const Loc& loc, float* dst, int n_threads) const {
+  const TensorInfo& t = source_->tensor(module.name);
+  const ggml_type type = ggml_type(loc.type);
+  GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, source_->read_f32(t));
+  const std::vector<float>* iv = imatrix_ ? imatrix_->find(module.name) : nullptr;
+  GAMMA_ASSIGN_OR_RETURN(std::vector<uint8_t> q, candidate_bytes(*source_, t, type, ref, iv, n_threads));
+  if (q.size() != loc.nbytes)
+    return Status::errorf("{} at {}: {} bytes made, the manifest says {}", module.name, ggml_type_name(type), q.size(),
+                          loc.nbytes);
+  const int64_t n = t.n_elements();
+  if (type == GGML_TYPE_F32) std::memcpy(dst, q.data(), q.size());
+  else ggml_get_type_traits(type)->to_float(q.data(), dst, n);
   return Status::ok();
 }
 

@@ -1,7 +1,9 @@
 // The pool's candidates, dequantized on demand: each cand-<TYPE>.gguf (or import-*.gguf) is
 // opened once (header only), and a module's candidate is read with pread and turned into
-// F32 with ggml's to_float, rows split over threads. Nothing is kept between calls, so
-// memory holds only what the caller asked for (one layer at a time in Stage I).
+// F32 with ggml's to_float, rows split over threads. A streamed pool's candidate is made from
+// the source instead (pool/candidate.h: the bytes the stored pool would hold), each time it is
+// asked for. Nothing is kept between calls, so memory holds only what the caller asked for
+// (one layer at a time in Stage I).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -16,10 +18,14 @@ struct gguf_context;
 
 namespace gm {
 
+class Model;
+struct Imatrix;
+
 class CandidateStore {
  public:
   // Opens every file the manifest names and checks that each candidate's tensor is there
-  // with the module's shape and the candidate's type and byte count.
+  // with the module's shape and the candidate's type and byte count; a streamed pool's source
+  // model and imatrix, checked against the manifest's fingerprint and hash.
   static Result<std::unique_ptr<CandidateStore>> open(const Manifest& m);
   ~CandidateStore();
   // Dequantizes candidate `cand` of `module` into dst (n_params floats, row-major as stored:
@@ -34,12 +40,15 @@ class CandidateStore {
     uint64_t data_offset = 0;
   };
   struct Loc {
-    const File* file;
+    const File* file;  // null: a streamed candidate, made from source_
     uint64_t offset, nbytes;
     int type;
   };
-  CandidateStore() = default;
+  CandidateStore();
+  Status make(const ModuleEntry& module, const Loc& loc, float* dst, int n_threads) const;
   std::vector<std::unique_ptr<File>> files_;
+  std::unique_ptr<Model> source_;    // a streamed pool's source
+  std::unique_ptr<Imatrix> imatrix_;  // and its imatrix (null without one)
   std::map<std::pair<std::string, std::string>, Loc> locs_;  // (module, candidate id)
 };
 

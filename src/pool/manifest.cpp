@@ -23,7 +23,7 @@ const ModuleEntry* Manifest::find(const std::string& name) const {
 }
 
 Status Manifest::needs_candidates() const {
-  if (estimate_rows <= 0) return Status::ok();
+  if (estimate_rows <= 0 || streamed) return Status::ok();
   return Status::errorf("{} holds estimates from {} rows per module, not candidates (gamma pool without --estimate-rows "
                         "builds them)", dir, estimate_rows);
 }
@@ -36,6 +36,7 @@ json Manifest::to_json() const {
   j["alignment"] = alignment;
   j["header_bytes"] = header_bytes;
   if (estimate_rows > 0) j["estimate_rows"] = estimate_rows;
+  if (streamed) j["streamed"] = true;
   json mods = json::array();
   for (const auto& m : modules) {
     json cands = json::array();
@@ -71,6 +72,7 @@ Result<Manifest> Manifest::from_json(const json& j, const std::string& dir) {
     m.alignment = int_at<uint64_t>(j, "alignment");
     m.header_bytes = int_at<uint64_t>(j, "header_bytes");
     if (j.contains("estimate_rows")) m.estimate_rows = int_at<int64_t>(j, "estimate_rows");
+    m.streamed = j.value("streamed", false);
     for (const auto& jm : j.at("modules")) {
       ModuleEntry e;
       e.name = jm.at("name").get<std::string>();

@@ -72,7 +72,11 @@ struct Manifest {
   // per module, no candidate files. Solve and HAWQ-V2 read it (to choose what the real pool
   // quantizes); whatever needs the candidates' bytes refuses it (estimate_error).
   int64_t estimate_rows = 0;
-  // The one refusal, for readers of candidate bytes: ok unless this is an estimate.
+  // A streamed pool (`gamma pool --stream`): an estimate whose candidates are made from the
+  // source when a reader needs them (pool/candidate.h: the bytes a stored pool holds), so none
+  // is on disk. Stage I's candidate store, HAWQ-V2 (from sq_err) and emit read it.
+  bool streamed = false;
+  // The one refusal, for readers of candidate bytes: ok unless this is an estimate not streamed.
   Status needs_candidates() const;
 
   int64_t total_params() const;

@@ -13,6 +13,7 @@
 #include "gguf.h"
 #include "gguf_model/model.h"
 #include "gguf_model/writer.h"
+#include "pool/candidate.h"
 #include "pool/imatrix.h"
 #include "pool/quantize.h"
 #include "util/files.h"
@@ -117,13 +118,6 @@ class PoolBuilder {
   std::unique_ptr<Progress> bar_;
   int64_t done_ = 0;
 };
-
-// Rows sharing one imatrix slice: a 3-D (MoE) tensor's imatrix has one slice per expert, as
-// llama-imatrix writes it; 0 when one slice serves every row (or there is no imatrix).
-int64_t rows_per_imatrix(const TensorInfo& t, const std::vector<float>* v) {
-  if (!v || int64_t(v->size()) == t.row_width() || t.shape.size() != 3) return 0;
-  return t.shape[1];
-}
 
 // `auto` gives IQ4_NL only to rows that 256-wide blocks cannot hold: on Qwen's 256-wide rows
 // IQ4_XS has its error in fewer bytes and Q4_K dominates it (results/iq_qwen/types.md).
@@ -334,12 +328,7 @@ Status PoolBuilder::make_part(ggml_type type, const std::vector<const LinearModu
       const auto* iv = im_.find(t.name);
       const float* imat = iv ? iv->data() : nullptr;
       GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, model_->read_f32(t));
-      if (t.type == type) {
-        buf.resize(t.nbytes);  // the source's own bytes are the exact candidate
-        GAMMA_RETURN_IF_ERROR(model_->read_raw(t, buf.data()));
-      } else {
-        buf = quantize_rows(type, ref.data(), t.n_rows(), t.row_width(), imat, nt_, rows_per_imatrix(t, iv));
-      }
+      GAMMA_ASSIGN_OR_RETURN(buf, candidate_bytes(*model_, t, type, ref, iv, nt_));
       double err = weighted_rel_error(type, buf.data(), ref.data(), t.n_rows(), t.row_width(), imat, nt_,
                                       rows_per_imatrix(t, iv));
       s.modules[t.name] = {buf.size(), err};
@@ -410,11 +399,16 @@ Result<Manifest> PoolBuilder::run() {
   GAMMA_RETURN_IF_ERROR(load_checked_imatrix());
   init_manifest();
   if (opt_.preview) return preview();
+  if (opt_.stream && (opt_.estimate_rows <= 0 || !opt_.save_estimate))
+    return Status::error("a streamed pool is an estimate's manifest: give it --estimate-rows");
+  if (opt_.stream && !opt_.imports.empty())
+    return Status::error("--stream makes no candidate files, and an import's candidates are one: build it without --stream");
   if (opt_.estimate_rows > 0) {
     GAMMA_ASSIGN_OR_RETURN(Manifest m, estimate());
     if (!opt_.save_estimate) return m;
     GAMMA_RETURN_IF_ERROR(prepare_dir());
     m.estimate_rows = opt_.estimate_rows;
+    m.streamed = opt_.stream;
     GAMMA_RETURN_IF_ERROR(m.save());
     return m;
   }

@@ -40,6 +40,9 @@ struct PoolOptions {
   // With estimate_rows: write the estimate to out_dir as an estimate manifest
   // (Manifest::estimate_rows; each candidate's unweighted squared error, sq_err, for HAWQ-V2).
   bool save_estimate = false;
+  // With save_estimate: mark it streamed (Manifest::streamed), a pool whose readers make the
+  // candidates from the source (pool/candidate.h) instead of reading part files.
+  bool stream = false;
   // Per module, the only candidate types to quantize (a module not named takes every type);
   // empty: no restriction. gamma run writes it from an estimate (run/prune.cpp).
   std::map<std::string, std::vector<std::string>> only;

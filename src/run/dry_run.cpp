@@ -23,6 +23,19 @@ double pool_seconds(const Env& e, const Manifest& preview, const std::string& ty
   return pool_type_seconds(e.ms, type, params);
 }
 
+double pool_quantize_seconds(const Env& e, const Manifest& preview) {
+  double s = 0;
+  for (const auto& t : preview.types) s += pool_seconds(e, preview, t);
+  return prunes(e) ? s * window_share(e.o.pool_window) : s;
+}
+double stream_learn_seconds(const Env& e) { return e.o.stream_pool ? e.pool_quantize_s : 0; }
+double stream_layers_seconds(const Env& e) {
+  return e.o.stream_pool ? pool_type_seconds(e.ms, "Q2_K", e.ms.linear_params) : 0;
+}
+double stream_emit_seconds(const Env& e, const Manifest& preview) {
+  return e.o.stream_pool ? 2 * e.pool_quantize_s / double(std::max<size_t>(1, preview.types.size())) : 0;
+}
+
 double estimate_pool_seconds(const Env& e, const Manifest& preview, int64_t rows) {
   double s = 0;
   for (const auto& t : preview.types) {
@@ -78,7 +91,10 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
          hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens), hawq_cache);
   }
   const double share = pruned ? window_share(o.pool_window) : 1.0;
-  for (const auto& t : preview.types) {
+  if (o.stream_pool)
+    line("pool (streamed: the estimate's manifest, no files)", pool_done,
+         share * estimate_pool_seconds(e, preview, o.estimate_rows), 0);
+  for (const auto& t : o.stream_pool ? std::vector<std::string>{} : preview.types) {
     uint64_t bytes = 0;
     for (const auto& m : preview.modules)
       if (auto* c = m.find(t)) bytes += c->file_bytes;
@@ -113,7 +129,7 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
   line(raced ? fmt::format("{} variants raced ({} chunk, best {} on all)", variants, e.race.front().chunks, o.race_keep)
              : fmt::format("{} variants: solve + emit + validation eval", variants),
        false,
-       variants * (emit_seconds(e.ms) + eval_seconds(e.ms, first_tok, true)) +
+       stream_emit_seconds(e, preview) + variants * (emit_seconds(e.ms) + eval_seconds(e.ms, first_tok, true)) +
            finals * (emit_seconds(e.ms) + eval_seconds(e.ms, vtok, true)) + teacher_seconds(e.ms, raced ? vtok + first_tok : vtok),
        file);
   // Mixes are built once whatever the number of sizes that compare with them.

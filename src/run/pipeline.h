@@ -65,6 +65,9 @@ struct Env {
   double min_decode_tps = 0, min_prefill_tps = 0;  // --min-decode / --min-prefill resolved by it
   std::string memory_source;                       // W/memory-source-*.json: the source's allocation, measured once
   std::optional<speed::MemoryUse> source_memory;   // llama.cpp's allocation for the source at --ctx
+  // Quantizing the pool's candidates once (its window when pruned), estimated: the pool stage's
+  // time, or with --stream-pool what Stage I, gamma layers and the emits take on instead.
+  double pool_quantize_s = 0;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   json stages = json::array();
   // The disk the run takes: its work directory plus what it added to gamma's cache (the fetched
@@ -195,6 +198,13 @@ Result<std::vector<MixRow>> compared_mixes(Env& e, uint64_t budget);
 
 // Whether the pool's candidates are chosen from an estimate (RunOptions::pool_window).
 bool prunes(const Env& e);
+// The pool's quantizing, estimated (Env::pool_quantize_s), and what a streamed pool's readers
+// add to their own stages: Stage I the window once (a visit per layer), gamma layers every layer
+// at Q2_K, the emits each distinct choice once (about two plans' worth).
+double pool_quantize_seconds(const Env& e, const Manifest& preview);
+double stream_learn_seconds(const Env& e);
+double stream_layers_seconds(const Env& e);
+double stream_emit_seconds(const Env& e, const Manifest& preview);
 // HAWQ-V2's scores on the estimate: their traces serve the real pool's scores (--traces-from).
 std::string hawq_traces_path(const Env& e);
 std::vector<std::string> hawq_cmd(const Env& e, const std::string& pool, const std::string& out);

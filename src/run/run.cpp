@@ -150,16 +150,19 @@ Status make_inputs(Env& e, const PoolOptions& po, const Manifest& preview, const
     GAMMA_ASSIGN_OR_RETURN(only, pool_only(e, preview, sizes));
   }
   if (!file_exists(e.pool + "/manifest.json")) {
-    double eta = 0;
-    for (const auto& t : preview.types) eta += pool_seconds(e, preview, t);
-    if (!only.empty()) eta *= window_share(o.pool_window);
+    double eta = e.pool_quantize_s;
     std::string types_csv;
     for (const auto& t : po.types) types_csv += (types_csv.empty() ? "" : ",") + t;
     std::vector<std::string> cmd = {e.G, "pool", e.model, "--types", types_csv, "-o", e.pool, "-t", e.T};
+    if (o.stream_pool) {
+      cmd.insert(cmd.end(), {"--stream", "--estimate-rows", std::to_string(o.estimate_rows)});
+      eta = estimate_pool_seconds(e, preview, o.estimate_rows) * (only.empty() ? 1.0 : window_share(o.pool_window));
+    }
     if (!e.imatrix.empty()) cmd.insert(cmd.end(), {"--imatrix", e.imatrix});
     if (!only.empty()) cmd.insert(cmd.end(), {"--only", only});
     for (const auto& x : e.q()) cmd.push_back(x);
-    GAMMA_RETURN_IF_ERROR(e.stage("pool " + types_csv + " -> " + e.pool, eta, [&] { return run_step("pool", cmd); }));
+    GAMMA_RETURN_IF_ERROR(e.stage(std::string("pool ") + (o.stream_pool ? "(streamed) " : "") + types_csv + " -> " + e.pool,
+                                  eta, [&] { return run_step("pool", cmd); }));
   }
   return Status::ok();
 }
@@ -221,6 +224,7 @@ Status run_pipeline(const RunOptions& o) {
       return Status::errorf("--size {} is below the smallest file this pool can make: the feasible range is {} to {}",
                             o.sizes[i], format_size(range.min), format_size(range.max));
   GAMMA_RETURN_IF_ERROR(calibrate_machine(e, preview));
+  e.pool_quantize_s = pool_quantize_seconds(e, preview);
   if (o.dry_run) return dry_run(e, preview, range, std::max<int>(1, int(sizes.size())));
   // A speed budget is checked before the pool is quantized: the speed table needs only the
   // candidates' types and shapes, and whether any plan reaches the speed at a size does not

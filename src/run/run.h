@@ -67,6 +67,10 @@ struct RunOptions {
   // this many steps of HAWQ-V2's plans on the estimate at every size the run makes; -1: every
   // candidate. Only with the auto types, HAWQ-V2 among the scorers and --size or --bpw.
   int pool_window = 3;
+  // The pool streamed (gamma pool --stream): the estimate's manifest restricted to the window,
+  // no candidate files; Stage I, gamma layers and each emit quantize what they read from the
+  // source (the same bytes), so the pool's disk is gone and its quantizing moves into them.
+  bool stream_pool = false;
   int estimate_rows = 128;             // rows per module the estimate samples
   std::string compare = "auto";        // auto (the mixes near the budget), none, or one mix name
   // auto: at most this many mixes inside the budget, the largest first. 2: in every run measured

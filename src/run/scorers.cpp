@@ -48,14 +48,16 @@ double learn_estimate(const Env& e) {
   const double share = !converges(e) ? 1.0 : e.o.converge >= 0.2 ? 0.30 : 0.40;
   // + the teacher's activations on the calibration tokens (the cache Stage I reads; HAWQ-V2's
   // is on fewer tokens): 96 of Gemma-3-270M's 239 s, priced at 0 before.
-  return 2.0 * learn_seconds(e.ms, learn_steps(e), e.o.layers_per_step, 1024) * share + teacher_seconds(e.ms, e.o.calib_tokens);
+  return 2.0 * learn_seconds(e.ms, learn_steps(e), e.o.layers_per_step, 1024) * share +
+         teacher_seconds(e.ms, e.o.calib_tokens) + stream_learn_seconds(e);
 }
 // gamma layers: the source's file and one file per layer, each emitted and measured on
 // kLayerChunks chunks of the calibration text (Qwen-1.5B: 443 s on 2 cores).
 constexpr int kLayerChunks = 4;
 double layers_estimate(const Env& e) {
   const double tok = double(kLayerChunks) * e.o.eval_ctx;
-  return (e.ms.n_layer + 1) * (emit_seconds(e.ms) + eval_seconds(e.ms, tok, true)) + teacher_seconds(e.ms, tok);
+  return (e.ms.n_layer + 1) * (emit_seconds(e.ms) + eval_seconds(e.ms, tok, true)) + teacher_seconds(e.ms, tok) +
+         stream_layers_seconds(e);
 }
 
 namespace {
