@@ -46,6 +46,14 @@ std::string make_pool(const TempDir& dir, const std::string& types = "Q4_0,Q5_0,
   return pool;
 }
 
+// llama-imatrix of stories260K on `chunks` chunks of 128 tokens, written to `path`.
+void stories_imatrix(const std::string& path, int chunks) {
+  auto im = gm::testing::run(gm::testing::llama_tool("llama-imatrix") + " -m " + gm::testing::stories260k() + " -f " +
+                             gm::testing::shared_data("text/tinystories-valid-prefix.txt") + " -c 128 --chunks " +
+                             std::to_string(chunks) + " -t 2 -o " + path);
+  ASSERT_EQ(im.exit_code, 0) << im.output;
+}
+
 // Common flags: a tiny calibration set cached inside the test's directory.
 std::string learn_args(const TempDir& dir, const std::string& pool, const std::string& out, int batch = 2) {
   return "learn " + pool + " --teacher " + gm::testing::stories260k() + " -o " + out +
@@ -1286,10 +1294,7 @@ TEST(Learn, IqCandidatesAreReadThroughGgmlTypeTraits) {
   // IQ4_NL (the one IQ type 64-wide rows fit), made with a real imatrix: the store's
   // dequantization equals ggml's to_float of the pool's bytes, and Stage I and HAWQ score it.
   TempDir dir;
-  auto im = gm::testing::run(gm::testing::llama_tool("llama-imatrix") + " -m " + gm::testing::stories260k() + " -f " +
-                             gm::testing::shared_data("text/tinystories-valid-prefix.txt") +
-                             " -c 128 --chunks 10 -t 2 -o " + dir / "im.gguf");
-  ASSERT_EQ(im.exit_code, 0) << im.output;
+  stories_imatrix(dir / "im.gguf", 10);
   const std::string pool = dir / "pool";
   auto r = gm::testing::gamma("pool " + gm::testing::stories260k() + " --types Q4_0,IQ4_NL,Q8_0 --imatrix " +
                               dir / "im.gguf" + " -o " + pool + " -t 2");
@@ -1328,10 +1333,7 @@ TEST(Learn, IqCandidatesAreReadThroughGgmlTypeTraits) {
 // streamed pool whose imatrix changed since is refused in one line.
 TEST(Learn, StreamedPoolGivesTheStoredPoolsCandidatesAndScores) {
   TempDir dir;
-  auto im = gm::testing::run(gm::testing::llama_tool("llama-imatrix") + " -m " + gm::testing::stories260k() + " -f " +
-                             gm::testing::shared_data("text/tinystories-valid-prefix.txt") +
-                             " -c 128 --chunks 10 -t 2 -o " + dir / "im.gguf");
-  ASSERT_EQ(im.exit_code, 0) << im.output;
+  stories_imatrix(dir / "im.gguf", 10);
   const std::string common = " --types Q4_0,IQ4_NL,Q8_0,F16 --imatrix " + dir / "im.gguf" + " -t 2 -q -o ";
   auto r = gm::testing::gamma("pool " + gm::testing::stories260k() + common + dir / "stored");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -1366,10 +1368,7 @@ TEST(Learn, StreamedPoolGivesTheStoredPoolsCandidatesAndScores) {
   EXPECT_EQ(scores[0]["modules"], scores[1]["modules"]);
 
   // The imatrix rewritten: the streamed pool would make other bytes than it promised.
-  auto im2 = gm::testing::run(gm::testing::llama_tool("llama-imatrix") + " -m " + gm::testing::stories260k() + " -f " +
-                              gm::testing::shared_data("text/tinystories-valid-prefix.txt") +
-                              " -c 128 --chunks 4 -t 2 -o " + dir / "im.gguf");
-  ASSERT_EQ(im2.exit_code, 0) << im2.output;
+  stories_imatrix(dir / "im.gguf", 4);
   auto st = CandidateStore::open(streamed);
   ASSERT_FALSE(st.is_ok());
   EXPECT_NE(st.status().message().find("changed since the streamed pool"), std::string::npos) << st.status().message();
