@@ -405,13 +405,26 @@ TEST(RunPipeline, DryRunPricesThisMachineOnceAndScalesByIt) {
     ASSERT_TRUE(write_json(files[0].string(), *j).is_ok());
     r = gm::testing::run(cmd);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_NE(r.output.find(i == 0 ? "quantizing 2.00x, forward passes 1.00x" : "quantizing 2.00x, forward passes 30.00x"),
+    EXPECT_NE(r.output.find(i == 0 ? "quantizing 2.00x, ggml passes 1.00x" : "quantizing 2.00x, ggml passes 30.00x"),
               std::string::npos) << r.output;
-    EXPECT_NE(r.output.find("(measured before: "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("(measured before"), std::string::npos) << r.output;
     secs[i] = imatrix_seconds(r.output);
   }
   EXPECT_GT(secs[0], 0);
   EXPECT_NEAR(secs[1] / secs[0], 30.0, 30.0 * 0.5 / secs[0] + 0.5);  // hms rounds to the second
+  // Stages of earlier runs price their kind instead of the probe: a forward stage that took 3x
+  // the reference's figure (its estimate 200 s at the scale 2 it ran under, 300 s taken) and a
+  // LibTorch one that took 0.5x; each weighted by the reference's figure.
+  (*j)["forward_scale"] = 30.0;
+  (*j)["stages"] = json::array({{{"stage", "llama-imatrix"}, {"kind", "forward"}, {"seconds", 300.0},
+                                 {"estimate_seconds", 200.0}, {"scale", 2.0}},
+                                {{"stage", "hawq traces"}, {"kind", "torch"}, {"seconds", 50.0},
+                                 {"estimate_seconds", 100.0}, {"scale", 1.0}}});
+  ASSERT_TRUE(write_json(files[0].string(), *j).is_ok());
+  r = gm::testing::run(cmd);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("quantizing 2.00x, ggml passes 3.00x, LibTorch passes 0.50x"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(", 2 stages of earlier runs"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(d / "w"));
 }
 

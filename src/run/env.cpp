@@ -38,6 +38,7 @@ Status Env::stage(const std::string& name, double eta, const std::function<Statu
   std::fflush(stdout);
   stages.push_back({{"stage", name}, {"seconds", took}, {"estimate_seconds", eta}, {"disk_bytes", work},
                     {"cache_added_bytes", added}});
+  record_stage(*this, name, eta, took);
   return Status::ok();
 }
 

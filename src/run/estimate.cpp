@@ -63,18 +63,18 @@ double hawq_seconds(const ModelSize& m, int samples, double calib_tokens) {
   // 188 s on SmolLM2-135M (0.13 G weights), 822 s on Qwen-1.5B (1.78 G weights counted as
   // ModelSize does; results/job_cost_qwen), 4 samples, 4096 tokens: a fixed part + per weight.
   const double base = 136 + 386 * m.params / 1e9;
-  return m.forward_scale * base * (samples / 4.0) * (calib_tokens / 4096.0) * 2.0 / std::max(1, m.threads);
+  return m.torch_scale * base * (samples / 4.0) * (calib_tokens / 4096.0) * 2.0 / std::max(1, m.threads);
 }
 
 double hawq_rescore_seconds(const ModelSize& m) {
   // SmolLM2's 1,110 candidates: 3 s (the teacher loaded, each candidate dequantized and diffed).
-  return m.forward_scale * (3 + 30 * m.params / 1e9 * 2.0 / std::max(1, m.threads));
+  return m.torch_scale * (3 + 30 * m.params / 1e9 * 2.0 / std::max(1, m.threads));
 }
 
 double learn_seconds(const ModelSize& m, int steps, int layers_per_step, int batch_tokens) {
   const int layers = layers_per_step > 0 ? std::min(layers_per_step, m.n_layer) : m.n_layer;
   const double per_layer = kLayerStepS * (m.linear_params / std::max(1, m.n_layer)) / (kQwenParams * 0.85 / 28);
-  return m.forward_scale * steps * layers * per_layer * batch_tokens / 512.0 * 2.0 / std::max(1, m.threads);
+  return m.torch_scale * steps * layers * per_layer * batch_tokens / 512.0 * 2.0 / std::max(1, m.threads);
 }
 
 double window_share(int steps) {

@@ -16,9 +16,9 @@ struct ModelSize {
   int n_layer = 0;
   int threads = 2;
   // This machine's time over the reference machine's for the same work (calibrate_machine):
-  // quantizing (the pool, the estimate, llama-quantize) and forward passes (imatrix, evals,
-  // HAWQ-V2, Stage I). 1: the reference's figures.
-  double quantize_scale = 1, forward_scale = 1;
+  // quantizing (the pool, the estimate, llama-quantize), ggml's forward passes (imatrix, evals,
+  // gamma layers) and LibTorch's (HAWQ-V2, Stage I). 1: the reference's figures.
+  double quantize_scale = 1, forward_scale = 1, torch_scale = 1;
 };
 
 // The teacher's hidden states on `tokens` calibration tokens at every layer boundary, F16, as

@@ -4,11 +4,12 @@
 // two cores), so a plan of work in the reference's seconds misleads any other CPU. Two probes,
 // each priced by the very functions that price the stages: quantizing a sample of rows of the
 // model's first layer at every pool type (the pool, the estimate and llama-quantize's mixes
-// scale with it), and a forward pass over two chunks of the calibration text (imatrix, evals,
+// scale with it), and llama-imatrix over four chunks of wiki.valid.tokens (imatrix, evals,
 // HAWQ-V2, Stage I). Measured once per model, CPU and thread count, kept in gamma's cache.
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include <unistd.h>
 
@@ -28,7 +29,7 @@ namespace gm::run {
 namespace {
 
 constexpr int kProbeRows = 256;   // rows per module quantized (all of a smaller module)
-constexpr int kProbeChunks = 2;   // chunks of the forward probe
+constexpr int kProbeChunks = 4;   // chunks of the forward probe
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -54,6 +55,9 @@ Result<std::pair<double, double>> quantize_probe(const Env& e, const Manifest& p
     for (const auto& c : m.candidates) {
       GAMMA_ASSIGN_OR_RETURN(ggml_type type, parse_type(c.type));
       if (type == t.type) continue;  // the source's own bytes: copied, not quantized, by the pool
+      // The IQ types' grids are built at their first use (seconds, once per process): the pool
+      // pays that once over the whole model, so it is left out of the sample.
+      ggml_quantize_init(type);
       const auto t0 = std::chrono::steady_clock::now();
       (void)quantize_rows(type, x.data(), n, t.row_width(), ones.data(), ref.threads);
       measured += seconds_since(t0);
@@ -63,22 +67,62 @@ Result<std::pair<double, double>> quantize_probe(const Env& e, const Manifest& p
   return std::make_pair(measured, predicted);
 }
 
-// A forward pass: gamma eval of the source over kProbeChunks chunks (perplexity only).
+// A forward pass: llama-imatrix over kProbeChunks chunks of the source, the first forward stage
+// of every run. (gamma eval of the source, tried first, came out 1.15-1.23x here where the job's
+// llama-imatrix and HAWQ-V2 ran 1.43x and 1.46x the reference's time.)
 Result<std::pair<double, double>> forward_probe(const Env& e) {
   ModelSize ref = e.ms;
   ref.quantize_scale = ref.forward_scale = 1;
-  const std::string text = e.o.calib.empty() ? default_calibration_parts().front().path : e.o.calib;
-  const std::string out = fmt::format("{}/machine/probe-{}.json", cache_dir(), ::getpid());
+  const std::string out = fmt::format("{}/machine/probe-{}.gguf", cache_dir(), ::getpid());
   const auto t0 = std::chrono::steady_clock::now();
-  Status st = run_tool("machine probe (gamma eval)",
-                       {e.G, "eval", e.model, "--text", text, "--ctx", std::to_string(e.o.eval_ctx), "--chunks",
-                        std::to_string(kProbeChunks), "-t", e.T, "-q", "-o", out},
+  Status st = run_tool("machine probe (llama-imatrix)",
+                       {e.o.llama_bin + "/llama-imatrix", "-m", e.model, "-f", validation_text_source("wiki"), "-c",
+                        std::to_string(e.o.eval_ctx), "--chunks", std::to_string(kProbeChunks), "-t", e.T, "-o", out},
                        cache_dir() + "/machine/probe.log");
   const double took = seconds_since(t0);
   std::error_code ec;
   fs::remove(out, ec);
   GAMMA_RETURN_IF_ERROR(st);
-  return std::make_pair(took, eval_seconds(ref, double(kProbeChunks) * e.o.eval_ctx, true));
+  return std::make_pair(took, imatrix_seconds(ref, double(kProbeChunks) * e.o.eval_ctx));
+}
+
+// The kind of work a stage of gamma run is, by its name (env.cpp's stage lines); "" for those
+// too small or too unlike any kind to price a machine by (dequantize, solve + emit, ...).
+std::string stage_kind(const std::string& name) {
+  auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
+  if (starts("estimate") || starts("pool") || starts("llama-quantize")) return "quantize";
+  if (starts("llama-imatrix") || starts("eval") || starts("layers")) return "forward";
+  if (starts("hawq") || starts("learn")) return "torch";
+  return "";
+}
+
+// Stages shorter than this say more about loading than about the machine.
+constexpr double kMinStageS = 60;
+
+double& scale_of(ModelSize& m, const std::string& kind) {
+  return kind == "quantize" ? m.quantize_scale : kind == "forward" ? m.forward_scale : m.torch_scale;
+}
+
+// Each kind's scale from the file: the probes, then, where earlier runs' stages measured a kind,
+// their geometric mean weighted by each stage's estimate (what each stage took over what the
+// reference's figures priced it at). Returns how many stages served.
+int apply_scales(const json& j, ModelSize& m) {
+  m.quantize_scale = j.value("quantize_scale", 1.0);
+  m.forward_scale = j.value("forward_scale", 1.0);
+  m.torch_scale = j.value("torch_scale", m.forward_scale);
+  std::map<std::string, std::pair<double, double>> acc;  // kind -> (sum w log r, sum w)
+  int n = 0;
+  for (const auto& st : j.value("stages", json::array())) {
+    const std::string kind = st.value("kind", "");
+    const double sec = st.value("seconds", 0.0), est = st.value("estimate_seconds", 0.0), used = st.value("scale", 0.0);
+    if (kind.empty() || sec <= 0 || est <= 0 || used <= 0) continue;
+    const double ref = est / used;  // the reference's figure for this stage
+    acc[kind].first += ref * std::log(sec / ref);
+    acc[kind].second += ref;
+    ++n;
+  }
+  for (const auto& [kind, a] : acc) scale_of(m, kind) = std::exp(a.first / a.second);
+  return n;
 }
 
 }  // namespace
@@ -86,36 +130,49 @@ Result<std::pair<double, double>> forward_probe(const Env& e) {
 Status calibrate_machine(Env& e, const Manifest& preview) {
   const std::string sig = fmt::format("{} threads={} model={}", speed::kernel_signature(), e.ms.threads,
                                       preview.model_fingerprint);
-  const std::string path =
-      cache_dir() + "/machine/" + sha256_hex(sig.data(), sig.size()).substr(0, 16) + ".json";
-  if (auto j = read_json(path, "gamma.machine", 1); j.is_ok() && j->value("signature", "") == sig) {
-    e.ms.quantize_scale = j->value("quantize_scale", 1.0);
-    e.ms.forward_scale = j->value("forward_scale", 1.0);
-    std::printf("this machine: quantizing %.2fx, forward passes %.2fx the reference's time (measured before: %s)\n",
-                e.ms.quantize_scale, e.ms.forward_scale, path.c_str());
-    return Status::ok();
+  e.machine = cache_dir() + "/machine/" + sha256_hex(sig.data(), sig.size()).substr(0, 16) + ".json";
+  json j;
+  std::string how;
+  if (auto old = read_json(e.machine, "gamma.machine", 1); old.is_ok() && old->value("signature", "") == sig) {
+    j = *old;
+    how = "measured before";
+  } else {
+    std::error_code ec;
+    fs::create_directories(cache_dir() + "/machine", ec);
+    const auto t0 = std::chrono::steady_clock::now();
+    GAMMA_ASSIGN_OR_RETURN(auto q, quantize_probe(e, preview));
+    GAMMA_ASSIGN_OR_RETURN(auto f, forward_probe(e));
+    // A probe too short to time (a tiny model's layer) keeps the reference's figures.
+    auto ratio = [](std::pair<double, double> p) {
+      return p.second > 0.05 && std::isfinite(p.first / p.second) && p.first > 0 ? p.first / p.second : 1.0;
+    };
+    j = json_header("gamma.machine", 1);
+    j["signature"] = sig;
+    j["quantize_scale"] = ratio(q);
+    j["forward_scale"] = ratio(f);
+    j["quantize_probe"] = {{"seconds", q.first}, {"reference_seconds", q.second}};
+    j["forward_probe"] = {{"seconds", f.first}, {"reference_seconds", f.second}};
+    j["stages"] = json::array();
+    (void)write_json(e.machine, j);  // a cache that cannot be written is only a cost
+    how = fmt::format("probes: {:.0f} s", seconds_since(t0));
   }
-  std::error_code ec;
-  fs::create_directories(cache_dir() + "/machine", ec);
-  const auto t0 = std::chrono::steady_clock::now();
-  GAMMA_ASSIGN_OR_RETURN(auto q, quantize_probe(e, preview));
-  GAMMA_ASSIGN_OR_RETURN(auto f, forward_probe(e));
-  // A probe too short to time (a tiny model's layer) keeps the reference's figures.
-  auto ratio = [](std::pair<double, double> p) {
-    return p.second > 0.05 && std::isfinite(p.first / p.second) && p.first > 0 ? p.first / p.second : 1.0;
-  };
-  e.ms.quantize_scale = ratio(q);
-  e.ms.forward_scale = ratio(f);
-  json j = json_header("gamma.machine", 1);
-  j["signature"] = sig;
-  j["quantize_scale"] = e.ms.quantize_scale;
-  j["forward_scale"] = e.ms.forward_scale;
-  j["quantize_probe"] = {{"seconds", q.first}, {"reference_seconds", q.second}};
-  j["forward_probe"] = {{"seconds", f.first}, {"reference_seconds", f.second}};
-  (void)write_json(path, j);  // a cache that cannot be written is only a cost
-  std::printf("this machine: quantizing %.2fx, forward passes %.2fx the reference's time (probes: %.0f s)\n",
-              e.ms.quantize_scale, e.ms.forward_scale, seconds_since(t0));
+  const int n = apply_scales(j, e.ms);
+  std::printf("this machine: quantizing %.2fx, ggml passes %.2fx, LibTorch passes %.2fx the reference's time "
+              "(%s%s; %s)\n",
+              e.ms.quantize_scale, e.ms.forward_scale, e.ms.torch_scale, how.c_str(),
+              n ? fmt::format(", {} stage{} of earlier runs", n, n == 1 ? "" : "s").c_str() : "", e.machine.c_str());
   return Status::ok();
+}
+
+void record_stage(const Env& e, const std::string& name, double estimate_s, double seconds) {
+  const std::string kind = stage_kind(name);
+  if (e.machine.empty() || kind.empty() || estimate_s < kMinStageS) return;
+  auto j = read_json(e.machine, "gamma.machine", 1);
+  if (!j.is_ok()) return;
+  ModelSize m = e.ms;
+  (*j)["stages"].push_back({{"stage", name}, {"kind", kind}, {"seconds", seconds}, {"estimate_seconds", estimate_s},
+                            {"scale", scale_of(m, kind)}});
+  (void)write_json(e.machine, *j);
 }
 
 }  // namespace gm::run

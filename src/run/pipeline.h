@@ -68,6 +68,7 @@ struct Env {
   // Quantizing the pool's candidates once (its window when pruned), estimated: the pool stage's
   // time, or with --stream-pool what Stage I, gamma layers and the emits take on instead.
   double pool_quantize_s = 0;
+  std::string machine;  // this machine's speed file in gamma's cache (calibrate_machine), "" if none
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   json stages = json::array();
   // The disk the run takes: its work directory plus what it added to gamma's cache (the fetched
@@ -237,6 +238,10 @@ Status measure_memory(Env& e);
 // e.ms's quantize_scale and forward_scale from two short probes, measured once per model, CPU
 // and thread count and kept in gamma's cache; prints one line.
 Status calibrate_machine(Env& e, const Manifest& preview);
+// A finished stage's time against its estimate, kept in that file: the next run of this model
+// on this machine prices each kind of work (quantizing, ggml's and LibTorch's passes) by what
+// its stages took here, the probes standing in for a kind no stage has measured yet.
+void record_stage(const Env& e, const std::string& name, double estimate_s, double seconds);
 
 // The speed table of `m`'s candidates on this machine, W/speed.json (kept; a second run and
 // gamma speed's own cache measure nothing), into e.speed and e.table. Made from the pool's
