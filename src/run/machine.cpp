@@ -1,7 +1,7 @@
 // This machine against the reference machine the estimates are priced on (estimate.cpp): the
 // dry run's figures came within 4 % of the 880MiB job on the 2-core AMD EPYC they were fitted
-// on, and its first stages ran 1.2-1.4x slower on the next machine (an Intel Xeon with the same
-// two cores), so a plan of work in the reference's seconds misleads any other CPU. Two probes,
+// on; on the next machine (an Intel Xeon with two cores) its pool quantized at 0.5-0.97x the
+// per-type figures, so a plan of work in the reference's seconds misleads another CPU. Two probes,
 // each priced by the very functions that price the stages: quantizing a sample of rows of the
 // model's first layer at every pool type (the pool, the estimate and llama-quantize's mixes
 // scale with it), and llama-imatrix over four chunks of wiki.valid.tokens (imatrix, evals,
@@ -31,6 +31,12 @@ namespace {
 constexpr int kProbeRows = 256;   // rows per module quantized (all of a smaller module)
 constexpr int kProbeChunks = 4;   // chunks of the forward probe
 
+// The model's figures on the reference machine (every scale 1): what the probes are priced at.
+ModelSize reference(ModelSize m) {
+  m.quantize_scale = m.forward_scale = m.torch_scale = 1;
+  return m;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -40,8 +46,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // gamma run). Returns (measured, predicted) seconds.
 Result<std::pair<double, double>> quantize_probe(const Env& e, const Manifest& preview) {
   GAMMA_ASSIGN_OR_RETURN(auto model, Model::open(e.model));
-  ModelSize ref = e.ms;
-  ref.quantize_scale = ref.forward_scale = 1;
+  const ModelSize ref = reference(e.ms);
   const int layer = preview.modules.empty() ? -1 : preview.modules.front().layer;
   double measured = 0, predicted = 0;
   for (const auto& m : preview.modules) {
@@ -68,11 +73,11 @@ Result<std::pair<double, double>> quantize_probe(const Env& e, const Manifest& p
 }
 
 // A forward pass: llama-imatrix over kProbeChunks chunks of the source, the first forward stage
-// of every run. (gamma eval of the source, tried first, came out 1.15-1.23x here where the job's
-// llama-imatrix and HAWQ-V2 ran 1.43x and 1.46x the reference's time.)
+// of every run. On the Xeon it read Qwen-1.5B at 0.96x the reference, and the default job's
+// HAWQ-V2 traces (LibTorch) took 0.95x; gamma eval of the source, tried first, read 1.15-1.23x,
+// its tokenizing and loading a larger share of two chunks.
 Result<std::pair<double, double>> forward_probe(const Env& e) {
-  ModelSize ref = e.ms;
-  ref.quantize_scale = ref.forward_scale = 1;
+  const ModelSize ref = reference(e.ms);
   const std::string out = fmt::format("{}/machine/probe-{}.gguf", cache_dir(), ::getpid());
   const auto t0 = std::chrono::steady_clock::now();
   Status st = run_tool("machine probe (llama-imatrix)",
