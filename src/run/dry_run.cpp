@@ -91,9 +91,11 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
          hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens), hawq_cache);
   }
   const double share = pruned ? window_share(o.pool_window) : 1.0;
+  // Its disk is emit's cache of the candidates the plans choose: about two plans' worth (the
+  // variants overlap heavily), priced as two files of the middle size.
   if (o.stream_pool)
     line("pool (streamed: the estimate's manifest, no files)", pool_done,
-         share * estimate_pool_seconds(e, preview, o.estimate_rows), 0);
+         share * estimate_pool_seconds(e, preview, o.estimate_rows), range.max + range.min);
   for (const auto& t : o.stream_pool ? std::vector<std::string>{} : preview.types) {
     uint64_t bytes = 0;
     for (const auto& m : preview.modules)
