@@ -90,14 +90,11 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
   GAMMA_RETURN_IF_ERROR(plan.validate(man));
   GAMMA_RETURN_IF_ERROR(check_writable_dir(out_path));
   GAMMA_ASSIGN_OR_RETURN(auto model, Model::open(man.model_path));
-  if (model->fingerprint() != man.model_fingerprint)
-    return Status::errorf("{} changed since the pool was built (fingerprint differs); rebuild the pool", man.model_path);
   Imatrix im;
   if (!man.imatrix_path.empty()) {
     GAMMA_ASSIGN_OR_RETURN(im, load_imatrix(man.imatrix_path));
-    if (man.streamed && im.sha256 != man.imatrix_sha256)
-      return Status::errorf("{} changed since the streamed pool {} was made; make it again", man.imatrix_path, man.dir);
   }
+  GAMMA_RETURN_IF_ERROR(man.check_source(model->fingerprint(), im.sha256));
 
   const PlanSize size = plan_size(man, plan);
   const std::map<std::string, std::string> fixed = plan_fixed_types(man, plan);
@@ -151,8 +148,7 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
       GAMMA_RETURN_IF_ERROR(model->check_fits_memory(t));
       GAMMA_RETURN_IF_ERROR(cached_bytes(cache_path(man, "stream", t.name, want), it->second->bytes, buf,
                                          [&]() -> Result<std::vector<uint8_t>> {
-                                           GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, model->read_f32(t));
-                                           return candidate_bytes(*model, t, want, ref, im.find(t.name), nt);
+                                           return candidate_bytes(*model, t, want, nullptr, im.find(t.name), nt);
                                          }));
       if (buf.size() != it->second->bytes)
         return Status::errorf("{} at {}: {} bytes made, the manifest says {}", t.name, type_name(want), buf.size(),

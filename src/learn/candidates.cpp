@@ -33,15 +33,11 @@ Result<std::unique_ptr<CandidateStore>> CandidateStore::open(const Manifest& m) 
   std::unique_ptr<CandidateStore> s(new CandidateStore());
   if (m.streamed) {
     GAMMA_ASSIGN_OR_RETURN(s->source_, Model::open(m.model_path));
-    if (s->source_->fingerprint() != m.model_fingerprint)
-      return Status::errorf("{} changed since the streamed pool {} was made (fingerprint differs); make it again",
-                            m.model_path, m.dir);
     if (!m.imatrix_path.empty()) {
       GAMMA_ASSIGN_OR_RETURN(Imatrix im, load_imatrix(m.imatrix_path));
-      if (im.sha256 != m.imatrix_sha256)
-        return Status::errorf("{} changed since the streamed pool {} was made; make it again", m.imatrix_path, m.dir);
       s->imatrix_ = std::make_unique<Imatrix>(std::move(im));
     }
+    GAMMA_RETURN_IF_ERROR(m.check_source(s->source_->fingerprint(), s->imatrix_ ? s->imatrix_->sha256 : ""));
   }
   std::map<std::string, const File*> by_name;
   for (const auto& e : m.modules) {
@@ -143,9 +139,18 @@ Status CandidateStore::dequantize(const ModuleEntry& module, const Candidate& ca
 Status CandidateStore::make(const ModuleEntry& module, const Loc& loc, float* dst, int n_threads) const {
   const TensorInfo& t = source_->tensor(module.name);
   const ggml_type type = ggml_type(loc.type);
-  GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, source_->read_f32(t));
   const std::vector<float>* iv = imatrix_ ? imatrix_->find(module.name) : nullptr;
-  GAMMA_ASSIGN_OR_RETURN(std::vector<uint8_t> q, candidate_bytes(*source_, t, type, ref, iv, n_threads));
+  // Readers ask for a module's candidates one after another (Stage I's load_layer, HAWQ-V2), so
+  // its F32 weights are read once for all of them, not once per type; the source's own type
+  // needs none (its bytes are copied).
+  std::lock_guard<std::mutex> lock(ref_mu_);
+  if (type != t.type && ref_module_ != module.name) {
+    ref_module_.clear();
+    GAMMA_ASSIGN_OR_RETURN(ref_, source_->read_f32(t));
+    ref_module_ = module.name;
+  }
+  GAMMA_ASSIGN_OR_RETURN(std::vector<uint8_t> q,
+                         candidate_bytes(*source_, t, type, type != t.type ? &ref_ : nullptr, iv, n_threads));
   if (q.size() != loc.nbytes)
     return Status::errorf("{} at {}: {} bytes made, the manifest says {}", module.name, ggml_type_name(type), q.size(),
                           loc.nbytes);

@@ -2,12 +2,13 @@
 // opened once (header only), and a module's candidate is read with pread and turned into
 // F32 with ggml's to_float, rows split over threads. A streamed pool's candidate is made from
 // the source instead (pool/candidate.h: the bytes the stored pool would hold), each time it is
-// asked for. Nothing is kept between calls, so memory holds only what the caller asked for
-// (one layer at a time in Stage I).
+// asked for. Nothing is kept between calls but the last streamed module's F32 weights, so
+// memory holds what the caller asked for (one layer at a time in Stage I) and one module more.
 #pragma once
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,10 @@ class CandidateStore {
   std::vector<std::unique_ptr<File>> files_;
   std::unique_ptr<Model> source_;    // a streamed pool's source
   std::unique_ptr<Imatrix> imatrix_;  // and its imatrix (null without one)
+  // The last streamed module's F32 weights (one module's worth of memory, kept between calls).
+  mutable std::mutex ref_mu_;
+  mutable std::string ref_module_;
+  mutable std::vector<float> ref_;
   std::map<std::pair<std::string, std::string>, Loc> locs_;  // (module, candidate id)
 };
 

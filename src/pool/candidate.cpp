@@ -10,14 +10,19 @@ int64_t rows_per_imatrix(const TensorInfo& t, const std::vector<float>* v) {
 }
 
 Result<std::vector<uint8_t>> candidate_bytes(const Model& m, const TensorInfo& t, ggml_type type,
-                                             const std::vector<float>& ref, const std::vector<float>* imatrix,
+                                             const std::vector<float>* ref, const std::vector<float>* imatrix,
                                              int n_threads) {
   if (t.type == type) {  // the source's own bytes are the exact candidate
     std::vector<uint8_t> buf(t.nbytes);
     GAMMA_RETURN_IF_ERROR(m.read_raw(t, buf.data()));
     return buf;
   }
-  return quantize_rows(type, ref.data(), t.n_rows(), t.row_width(), imatrix ? imatrix->data() : nullptr, n_threads,
+  std::vector<float> read;
+  if (!ref) {
+    GAMMA_ASSIGN_OR_RETURN(read, m.read_f32(t));
+    ref = &read;
+  }
+  return quantize_rows(type, ref->data(), t.n_rows(), t.row_width(), imatrix ? imatrix->data() : nullptr, n_threads,
                        rows_per_imatrix(t, imatrix));
 }
 

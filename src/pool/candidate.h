@@ -17,9 +17,10 @@ namespace gm {
 // llama-imatrix writes it; 0 when one slice serves every row (or there is no imatrix).
 int64_t rows_per_imatrix(const TensorInfo& t, const std::vector<float>* imatrix);
 
-// `ref` is t's weights in F32 (Model::read_f32); `imatrix` its importance entry or null.
+// `ref` is t's weights in F32 (Model::read_f32), or null to have them read here only when they
+// are needed (not for the source's own type, which is a copy); `imatrix` its importance entry or null.
 Result<std::vector<uint8_t>> candidate_bytes(const Model& m, const TensorInfo& t, ggml_type type,
-                                             const std::vector<float>& ref, const std::vector<float>* imatrix,
+                                             const std::vector<float>* ref, const std::vector<float>* imatrix,
                                              int n_threads);
 
 }  // namespace gm

@@ -28,6 +28,15 @@ Status Manifest::needs_candidates() const {
                         "builds them)", dir, estimate_rows);
 }
 
+Status Manifest::check_source(const std::string& fingerprint, const std::string& imatrix_sha) const {
+  const char* what = streamed ? "streamed pool" : "pool";
+  if (fingerprint != model_fingerprint)
+    return Status::errorf("{} changed since the {} {} was made (fingerprint differs); make it again", model_path, what, dir);
+  if (streamed && !imatrix_path.empty() && imatrix_sha != imatrix_sha256)
+    return Status::errorf("{} changed since the {} {} was made; make it again", imatrix_path, what, dir);
+  return Status::ok();
+}
+
 json Manifest::to_json() const {
   json j = json_header(kSchema, kVersion);
   j["model"] = {{"path", model_path}, {"fingerprint", model_fingerprint}, {"arch", arch}, {"n_layer", n_layer}};

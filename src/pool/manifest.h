@@ -78,6 +78,10 @@ struct Manifest {
   bool streamed = false;
   // The one refusal, for readers of candidate bytes: ok unless this is an estimate not streamed.
   Status needs_candidates() const;
+  // The other, for readers that make bytes from the source (emit; a streamed pool's readers):
+  // the source must be the one the pool was made from, and a streamed pool's imatrix too (its
+  // candidates are made with it). `imatrix_sha256` is that of the imatrix as loaded now.
+  Status check_source(const std::string& fingerprint, const std::string& imatrix_sha256) const;
 
   int64_t total_params() const;
   const ModuleEntry* find(const std::string& name) const;

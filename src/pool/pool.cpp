@@ -328,7 +328,7 @@ Status PoolBuilder::make_part(ggml_type type, const std::vector<const LinearModu
       const auto* iv = im_.find(t.name);
       const float* imat = iv ? iv->data() : nullptr;
       GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, model_->read_f32(t));
-      GAMMA_ASSIGN_OR_RETURN(buf, candidate_bytes(*model_, t, type, ref, iv, nt_));
+      GAMMA_ASSIGN_OR_RETURN(buf, candidate_bytes(*model_, t, type, &ref, iv, nt_));
       double err = weighted_rel_error(type, buf.data(), ref.data(), t.n_rows(), t.row_width(), imat, nt_,
                                       rows_per_imatrix(t, iv));
       s.modules[t.name] = {buf.size(), err};
