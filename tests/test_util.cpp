@@ -1,11 +1,17 @@
-// util: the error contract's pieces (Status codes, Result's guarded value, one-line errors).
+// util: the error contract's pieces (Status codes, Result's guarded value, one-line errors), and
+// the CPU accounting that tells a stage's own time from other jobs'.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <chrono>
 #include <stdexcept>
 
 #include "testing.h"
 #include "util/files.h"
 #include "util/json.h"
 #include "util/main_guard.h"
+#include "util/proc.h"
 #include "util/status.h"
 
 using namespace gm;
@@ -41,4 +47,37 @@ TEST(MainGuard, AnyExceptionIsOneLineAndExit1) {
   EXPECT_EQ(guarded_main([]() -> int { throw 5; }), 1);
   EXPECT_EQ(guarded_main([] { return 3; }), 3);
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "gamma: error: first\ngamma: error: unknown exception\n");
+}
+
+// /proc/stat against getrusage: a waited-for child's CPU is this process's own; a process
+// running beside it (not waited for while measured) is what another job takes. Other tests may
+// run meanwhile, so only what this test itself spends is bounded.
+TEST(CpuTimes, AWaitedChildIsOwnTimeAndAProcessBesideItIsNot) {
+  auto spin = [](double s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    volatile unsigned long x = 0;
+    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < s) x = x + 1;
+  };
+  const CpuTimes a = cpu_times();
+  ASSERT_GE(a.machine_busy, 0) << "no /proc/stat";
+  auto st = spawn({"sh", "-c", "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done"});
+  ASSERT_TRUE(st.is_ok() && exited_ok(*st));
+  const CpuTimes b = cpu_times();
+  EXPECT_GT(b.own - a.own, 0.2);
+  EXPECT_GE(b.machine_busy - a.machine_busy, 0.8 * (b.own - a.own));
+
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    spin(1.5);
+    ::_exit(0);
+  }
+  ::usleep(200000);
+  const CpuTimes c = cpu_times();
+  ::usleep(1000000);  // the child spins, this process sleeps
+  const CpuTimes d = cpu_times();
+  int ws = 0;
+  ASSERT_EQ(::waitpid(pid, &ws, 0), pid);
+  EXPECT_LT(d.own - c.own, 0.1);
+  EXPECT_GT((d.machine_busy - c.machine_busy) - (d.own - c.own), 0.5);
 }

@@ -8,6 +8,7 @@
 
 #include "run/pipeline.h"
 #include "run/proc.h"
+#include "util/proc.h"
 
 namespace fs = std::filesystem;
 
@@ -27,18 +28,28 @@ Status Env::stage(const std::string& name, double eta, const std::function<Statu
   std::printf("== %s  [est. %s, run %s]\n", name.c_str(), hms(eta).c_str(), hms(elapsed()).c_str());
   std::fflush(stdout);
   const double s0 = elapsed();
+  const CpuTimes c0 = cpu_times();
   Status st = fn();
   if (!st.is_ok()) return st;
   const double took = elapsed() - s0;
+  const CpuTimes c1 = cpu_times();
+  // Cores' worth of CPU that other jobs took meanwhile, on average (-1: unknown).
+  const double others = c0.machine_busy < 0 || c1.machine_busy < 0 || took <= 0
+                            ? -1
+                            : std::max(0.0, (c1.machine_busy - c0.machine_busy) - (c1.own - c0.own)) / took;
   const uint64_t work = dir_bytes(W), cache = dir_bytes(cache_dir());
   const uint64_t added = cache > cache_start ? cache - cache_start : 0;
   peak_disk = std::max(peak_disk, work + added);
   std::printf("   done in %s (disk %.1f MiB: work directory %.1f, cache +%.1f)\n", hms(took).c_str(),
               double(work + added) / (1 << 20), double(work) / (1 << 20), double(added) / (1 << 20));
   std::fflush(stdout);
+  if (shared_machine(*this, others)) {
+    std::printf("   (other jobs took %.1f of this machine's cores meanwhile: a time that says little of it)\n", others);
+    std::fflush(stdout);
+  }
   stages.push_back({{"stage", name}, {"seconds", took}, {"estimate_seconds", eta}, {"disk_bytes", work},
-                    {"cache_added_bytes", added}});
-  record_stage(*this, name, eta, took);
+                    {"cache_added_bytes", added}, {"other_cores", others < 0 ? json(nullptr) : json(others)}});
+  record_stage(*this, name, eta, took, others);
   return Status::ok();
 }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <thread>
 
 #include <unistd.h>
 
@@ -169,9 +170,14 @@ Status calibrate_machine(Env& e, const Manifest& preview) {
   return Status::ok();
 }
 
-void record_stage(const Env& e, const std::string& name, double estimate_s, double seconds) {
+bool shared_machine(const Env& e, double other_cores) {
+  const double cores = double(std::max(1u, std::thread::hardware_concurrency()));
+  return other_cores > std::max(0.0, cores - double(e.ms.threads)) + 0.25;
+}
+
+void record_stage(const Env& e, const std::string& name, double estimate_s, double seconds, double other_cores) {
   const std::string kind = stage_kind(name);
-  if (e.machine.empty() || kind.empty() || estimate_s < kMinStageS) return;
+  if (e.machine.empty() || kind.empty() || estimate_s < kMinStageS || shared_machine(e, other_cores)) return;
   auto j = read_json(e.machine, "gamma.machine", 1);
   if (!j.is_ok()) return;
   ModelSize m = e.ms;

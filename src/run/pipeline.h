@@ -240,8 +240,13 @@ Status measure_memory(Env& e);
 Status calibrate_machine(Env& e, const Manifest& preview);
 // A finished stage's time against its estimate, kept in that file: the next run of this model
 // on this machine prices each kind of work (quantizing, ggml's and LibTorch's passes) by what
-// its stages took here, the probes standing in for a kind no stage has measured yet.
-void record_stage(const Env& e, const std::string& name, double estimate_s, double seconds);
+// its stages took here, the probes standing in for a kind no stage has measured yet. A stage
+// run beside other jobs (shared_machine) is not kept: one such stage had doubled the price of
+// every evaluation (results/job_cost_qwen_q2k).
+void record_stage(const Env& e, const std::string& name, double estimate_s, double seconds, double other_cores);
+// Whether other jobs took more of the cores during a stage (`other_cores`, cores' worth on
+// average; < 0 unknown) than this run leaves idle, by a quarter of a core.
+bool shared_machine(const Env& e, double other_cores);
 
 // The speed table of `m`'s candidates on this machine, W/speed.json (kept; a second run and
 // gamma speed's own cache measure nothing), into e.speed and e.table. Made from the pool's

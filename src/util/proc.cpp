@@ -1,12 +1,15 @@
 #include "util/proc.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 namespace gm {
 
@@ -73,6 +76,27 @@ Result<std::string> capture(const std::vector<std::string>& argv) {
   if (!status.is_ok()) return status.status();
   if (!exited_ok(*status)) return Status::errorf("{} {}", argv[0], describe_exit(*status));
   return out;
+}
+
+CpuTimes cpu_times() {
+  CpuTimes t;
+  auto secs = [](const timeval& v) { return double(v.tv_sec) + 1e-6 * double(v.tv_usec); };
+  rusage self{}, kids{};
+  if (::getrusage(RUSAGE_SELF, &self) == 0 && ::getrusage(RUSAGE_CHILDREN, &kids) == 0)
+    t.own = secs(self.ru_utime) + secs(self.ru_stime) + secs(kids.ru_utime) + secs(kids.ru_stime);
+  std::ifstream f("/proc/stat");
+  std::string line, cpu;
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  if (!std::getline(f, line) || hz <= 0) return t;
+  std::istringstream in(line);
+  // cpu  user nice system idle iowait irq softirq steal (guest time is inside user already)
+  unsigned long long v[8] = {};
+  if (!(in >> cpu) || cpu != "cpu") return t;
+  for (auto& x : v)
+    if (!(in >> x)) return t;
+  const unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+  t.machine_busy = double(busy) / double(hz);
+  return t;
 }
 
 }  // namespace gm

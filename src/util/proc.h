@@ -18,4 +18,14 @@ std::string describe_exit(int wait_status);  // "exited with 2", "killed by sign
 // argv's stdout and stderr together, for tools whose answer is printed.
 Result<std::string> capture(const std::vector<std::string>& argv);
 
+// CPU seconds so far: the whole machine's busy time over every core (/proc/stat; steal counted,
+// since a hypervisor's use slows us as another job's does), and this process's own with its
+// waited-for children (getrusage). Over an interval, busy - own is what other jobs took: a
+// timing made beside them says little about this machine. machine_busy < 0 where unknown.
+struct CpuTimes {
+  double machine_busy = -1;
+  double own = 0;
+};
+CpuTimes cpu_times();
+
 }  // namespace gm
