@@ -38,6 +38,7 @@ Result<std::unique_ptr<CandidateStore>> CandidateStore::open(const Manifest& m) 
       s->imatrix_ = std::make_unique<Imatrix>(std::move(im));
     }
     GAMMA_RETURN_IF_ERROR(m.check_source(s->source_->fingerprint(), s->imatrix_ ? s->imatrix_->sha256 : ""));
+    s->keep_bytes_ = stream_keep_bytes();
   }
   std::map<std::string, const File*> by_name;
   for (const auto& e : m.modules) {
@@ -99,7 +100,7 @@ Status CandidateStore::dequantize(const ModuleEntry& module, const Candidate& ca
   auto it = locs_.find({module.name, cand.id});
   if (it == locs_.end()) return Status::errorf("no candidate {} for module {}", cand.id, module.name);
   const Loc& loc = it->second;
-  if (!loc.file) return make(module, loc, dst, n_threads);
+  if (!loc.file) return make(module, cand, loc, dst, n_threads);
   const ggml_type type = ggml_type(loc.type);
   int64_t rows = 1;
   for (size_t d = 1; d < module.shape.size(); ++d) rows *= module.shape[d];
@@ -136,14 +137,25 @@ Status CandidateStore::dequantize(const ModuleEntry& module, const Candidate& ca
 }
 
 // A streamed candidate: made from the source as the pool makes it, then dequantized.
-Status CandidateStore::make(const ModuleEntry& module, const Loc& loc, float* dst, int n_threads) const {
+Status CandidateStore::make(const ModuleEntry& module, const Candidate& cand, const Loc& loc, float* dst,
+                            int n_threads) const {
   const TensorInfo& t = source_->tensor(module.name);
   const ggml_type type = ggml_type(loc.type);
+  const int64_t n = t.n_elements();
+  auto to_float = [&](const std::vector<uint8_t>& q) {
+    if (type == GGML_TYPE_F32) std::memcpy(dst, q.data(), q.size());
+    else ggml_get_type_traits(type)->to_float(q.data(), dst, n);
+  };
+  std::lock_guard<std::mutex> lock(ref_mu_);
+  const auto key = std::make_pair(module.name, cand.id);
+  if (auto it = kept_.find(key); it != kept_.end()) {
+    to_float(it->second);
+    return Status::ok();
+  }
   const std::vector<float>* iv = imatrix_ ? imatrix_->find(module.name) : nullptr;
   // Readers ask for a module's candidates one after another (Stage I's load_layer, HAWQ-V2), so
   // its F32 weights are read once for all of them, not once per type; the source's own type
   // needs none (its bytes are copied).
-  std::lock_guard<std::mutex> lock(ref_mu_);
   if (type != t.type && ref_module_ != module.name) {
     ref_module_.clear();
     GAMMA_ASSIGN_OR_RETURN(ref_, source_->read_f32(t));
@@ -154,9 +166,11 @@ Status CandidateStore::make(const ModuleEntry& module, const Loc& loc, float* ds
   if (q.size() != loc.nbytes)
     return Status::errorf("{} at {}: {} bytes made, the manifest says {}", module.name, ggml_type_name(type), q.size(),
                           loc.nbytes);
-  const int64_t n = t.n_elements();
-  if (type == GGML_TYPE_F32) std::memcpy(dst, q.data(), q.size());
-  else ggml_get_type_traits(type)->to_float(q.data(), dst, n);
+  to_float(q);
+  if (kept_bytes_ + q.size() <= keep_bytes_) {
+    kept_bytes_ += q.size();
+    kept_.emplace(key, std::move(q));
+  }
   return Status::ok();
 }
 

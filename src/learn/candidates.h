@@ -1,9 +1,10 @@
 // The pool's candidates, dequantized on demand: each cand-<TYPE>.gguf (or import-*.gguf) is
 // opened once (header only), and a module's candidate is read with pread and turned into
 // F32 with ggml's to_float, rows split over threads. A streamed pool's candidate is made from
-// the source instead (pool/candidate.h: the bytes the stored pool would hold), each time it is
-// asked for. Nothing is kept between calls but the last streamed module's F32 weights, so
-// memory holds what the caller asked for (one layer at a time in Stage I) and one module more.
+// the source instead (pool/candidate.h: the bytes the stored pool would hold) and its bytes are
+// kept in memory up to stream_keep_bytes(), for the reader's later passes over the same layers;
+// past that, a candidate is made again each time it is asked for. A stored pool's candidates are
+// not kept: the page cache does that.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -46,7 +47,7 @@ class CandidateStore {
     int type;
   };
   CandidateStore();
-  Status make(const ModuleEntry& module, const Loc& loc, float* dst, int n_threads) const;
+  Status make(const ModuleEntry& module, const Candidate& cand, const Loc& loc, float* dst, int n_threads) const;
   std::vector<std::unique_ptr<File>> files_;
   std::unique_ptr<Model> source_;    // a streamed pool's source
   std::unique_ptr<Imatrix> imatrix_;  // and its imatrix (null without one)
@@ -54,6 +55,10 @@ class CandidateStore {
   mutable std::mutex ref_mu_;
   mutable std::string ref_module_;
   mutable std::vector<float> ref_;
+  // Streamed candidates' bytes, the first made while they fit in keep_bytes_.
+  uint64_t keep_bytes_ = 0;
+  mutable uint64_t kept_bytes_ = 0;
+  mutable std::map<std::pair<std::string, std::string>, std::vector<uint8_t>> kept_;
   std::map<std::pair<std::string, std::string>, Loc> locs_;  // (module, candidate id)
 };
 

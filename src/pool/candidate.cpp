@@ -1,5 +1,7 @@
 #include "pool/candidate.h"
 
+#include <unistd.h>
+
 #include "pool/quantize.h"
 
 namespace gm {
@@ -24,6 +26,11 @@ Result<std::vector<uint8_t>> candidate_bytes(const Model& m, const TensorInfo& t
   }
   return quantize_rows(type, ref->data(), t.n_rows(), t.row_width(), imatrix ? imatrix->data() : nullptr, n_threads,
                        rows_per_imatrix(t, imatrix));
+}
+
+uint64_t stream_keep_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) / 4 : 0;
 }
 
 }  // namespace gm

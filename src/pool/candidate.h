@@ -23,4 +23,10 @@ Result<std::vector<uint8_t>> candidate_bytes(const Model& m, const TensorInfo& t
                                              const std::vector<float>* ref, const std::vector<float>* imatrix,
                                              int n_threads);
 
+// How many bytes of made candidates a streamed pool's reader keeps in memory for its later
+// passes (Stage I reads every layer's candidates four times: its MSE at the start, step 0, the
+// layer's visit, its MSE at the end): a quarter of this machine's physical memory. The first
+// made stay; past it, a candidate is made again each time it is asked for.
+uint64_t stream_keep_bytes();
+
 }  // namespace gm

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "llama/backend.h"
+#include "pool/candidate.h"
 #include "run/mixes.h"
 #include "run/pipeline.h"
 #include "solve/budget.h"
@@ -28,7 +29,17 @@ double pool_quantize_seconds(const Env& e, const Manifest& preview) {
   for (const auto& t : preview.types) s += pool_seconds(e, preview, t);
   return prunes(e) ? s * window_share(e.o.pool_window) : s;
 }
-double stream_learn_seconds(const Env& e) { return e.o.stream_pool ? e.pool_quantize_s : 0; }
+double pool_window_bytes(const Env& e, const Manifest& preview) {
+  double bytes = 0;
+  for (const auto& m : preview.modules)
+    for (const auto& c : m.candidates) bytes += double(c.bytes);
+  return prunes(e) ? bytes * window_share(e.o.pool_window) : bytes;
+}
+double stream_learn_seconds(const Env& e) {
+  if (!e.o.stream_pool) return 0;
+  const double missed = e.pool_window_bytes > 0 ? std::max(0.0, 1 - double(stream_keep_bytes()) / e.pool_window_bytes) : 0;
+  return e.pool_quantize_s * (1 + 3 * missed);
+}
 double stream_layers_seconds(const Env& e) {
   return e.o.stream_pool ? pool_type_seconds(e.ms, "Q2_K", e.ms.linear_params) : 0;
 }

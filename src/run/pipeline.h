@@ -68,6 +68,7 @@ struct Env {
   // Quantizing the pool's candidates once (its window when pruned), estimated: the pool stage's
   // time, or with --stream-pool what Stage I, gamma layers and the emits take on instead.
   double pool_quantize_s = 0;
+  double pool_window_bytes = 0;  // the bytes of those candidates
   std::string machine;  // this machine's speed file in gamma's cache (calibrate_machine), "" if none
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   json stages = json::array();
@@ -200,9 +201,11 @@ Result<std::vector<MixRow>> compared_mixes(Env& e, uint64_t budget);
 // Whether the pool's candidates are chosen from an estimate (RunOptions::pool_window).
 bool prunes(const Env& e);
 // The pool's quantizing, estimated (Env::pool_quantize_s), and what a streamed pool's readers
-// add to their own stages: Stage I the window once (a visit per layer), gamma layers every layer
-// at Q2_K, the emits each distinct choice once (about two plans' worth).
+// add to their own stages: Stage I the window once, and three times again what its candidate
+// store cannot keep in memory (pool/candidate.h: four passes over the layers), gamma layers every
+// layer at Q2_K, the emits each distinct choice once (about two plans' worth).
 double pool_quantize_seconds(const Env& e, const Manifest& preview);
+double pool_window_bytes(const Env& e, const Manifest& preview);
 double stream_learn_seconds(const Env& e);
 double stream_layers_seconds(const Env& e);
 double stream_emit_seconds(const Env& e, const Manifest& preview);

@@ -225,6 +225,7 @@ Status run_pipeline(const RunOptions& o) {
                             o.sizes[i], format_size(range.min), format_size(range.max));
   GAMMA_RETURN_IF_ERROR(calibrate_machine(e, preview));
   e.pool_quantize_s = pool_quantize_seconds(e, preview);
+  e.pool_window_bytes = pool_window_bytes(e, preview);
   if (o.dry_run) return dry_run(e, preview, range, std::max<int>(1, int(sizes.size())));
   // A speed budget is checked before the pool is quantized: the speed table needs only the
   // candidates' types and shapes, and whether any plan reaches the speed at a size does not
