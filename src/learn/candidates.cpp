@@ -146,7 +146,7 @@ Status CandidateStore::make(const ModuleEntry& module, const Candidate& cand, co
     if (type == GGML_TYPE_F32) std::memcpy(dst, q.data(), q.size());
     else ggml_get_type_traits(type)->to_float(q.data(), dst, n);
   };
-  std::lock_guard<std::mutex> lock(ref_mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   const auto key = std::make_pair(module.name, cand.id);
   if (auto it = kept_.find(key); it != kept_.end()) {
     to_float(it->second);

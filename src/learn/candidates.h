@@ -51,8 +51,8 @@ class CandidateStore {
   std::vector<std::unique_ptr<File>> files_;
   std::unique_ptr<Model> source_;    // a streamed pool's source
   std::unique_ptr<Imatrix> imatrix_;  // and its imatrix (null without one)
+  mutable std::mutex mu_;  // guards what follows
   // The last streamed module's F32 weights (one module's worth of memory, kept between calls).
-  mutable std::mutex ref_mu_;
   mutable std::string ref_module_;
   mutable std::vector<float> ref_;
   // Streamed candidates' bytes, the first made while they fit in keep_bytes_.

@@ -32,11 +32,7 @@ Status Env::stage(const std::string& name, double eta, const std::function<Statu
   Status st = fn();
   if (!st.is_ok()) return st;
   const double took = elapsed() - s0;
-  const CpuTimes c1 = cpu_times();
-  // Cores' worth of CPU that other jobs took meanwhile, on average (-1: unknown).
-  const double others = c0.machine_busy < 0 || c1.machine_busy < 0 || took <= 0
-                            ? -1
-                            : std::max(0.0, (c1.machine_busy - c0.machine_busy) - (c1.own - c0.own)) / took;
+  const double others = other_cores(c0, cpu_times(), took);
   const uint64_t work = dir_bytes(W), cache = dir_bytes(cache_dir());
   const uint64_t added = cache > cache_start ? cache - cache_start : 0;
   peak_disk = std::max(peak_disk, work + added);

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -97,6 +98,11 @@ CpuTimes cpu_times() {
   const unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
   t.machine_busy = double(busy) / double(hz);
   return t;
+}
+
+double other_cores(const CpuTimes& from, const CpuTimes& to, double seconds) {
+  if (from.machine_busy < 0 || to.machine_busy < 0 || seconds <= 0) return -1;
+  return std::max(0.0, (to.machine_busy - from.machine_busy) - (to.own - from.own)) / seconds;
 }
 
 }  // namespace gm

@@ -27,5 +27,8 @@ struct CpuTimes {
   double own = 0;
 };
 CpuTimes cpu_times();
+// Cores' worth of CPU that other jobs took between `from` and `to`, `seconds` apart, on average
+// (-1: unknown).
+double other_cores(const CpuTimes& from, const CpuTimes& to, double seconds);
 
 }  // namespace gm
