@@ -49,6 +49,11 @@ TEST(RunMixes, ForBudgetTakesThoseThatFitNearItAndTheNearestAbove) {
   EXPECT_EQ(run::mixes_for_budget(p, 500), (std::vector<std::string>{"Q2_K"}));
   EXPECT_EQ(run::mixes_for_budget(p, 2000), (std::vector<std::string>{"Q4_K_M"}));
   EXPECT_EQ(run::mixes_for_budget({{"Q8_0", 10}}, 5), (std::vector<std::string>{"Q8_0"}));
+  // mixes of one size are one comparison (Gemma-3-270M's IQ3_S, IQ3_XS and Q2_K): all or none
+  const std::map<std::string, uint64_t> tied = {{"IQ2_M", 900}, {"IQ3_XS", 950}, {"IQ3_S", 950}, {"Q2_K", 950}, {"Q3_K_M", 1100}};
+  EXPECT_EQ(run::mixes_for_budget(tied, 1000, 0.85, 1), (std::vector<std::string>{"IQ3_S", "IQ3_XS", "Q2_K", "Q3_K_M"}));
+  EXPECT_EQ(run::mixes_for_budget(tied, 1000, 0.85, 2),
+            (std::vector<std::string>{"IQ2_M", "IQ3_S", "IQ3_XS", "Q2_K", "Q3_K_M"}));
 }
 
 // llama-quantize's dry run, as gamma run reads it, predicts the file the real run writes.

@@ -59,7 +59,14 @@ std::vector<std::string> mixes_for_budget(const std::map<std::string, uint64_t>&
     else below.push_back({bytes, name});
   }
   std::sort(within.rbegin(), within.rend());  // largest (nearest the budget) first
-  if (int(within.size()) > max_within) within.resize(size_t(max_within));
+  // max_within sizes, not names: mixes of one size (a model whose rows make several mixes fall
+  // back to the same types) are one comparison, and which of them is best only measuring says.
+  size_t keep = 0;
+  for (int sizes = 0; keep < within.size(); ++keep) {
+    if (keep == 0 || within[keep].first != within[keep - 1].first) ++sizes;
+    if (sizes > max_within) break;
+  }
+  within.resize(keep);
   if (within.empty() && !below.empty()) within.push_back(*std::max_element(below.begin(), below.end()));
   if (!above.empty()) within.push_back(*std::min_element(above.begin(), above.end()));
   std::sort(within.begin(), within.end());

@@ -31,7 +31,8 @@ Result<MixPrediction> predict_mix(const std::string& llama_quantize, const std::
 Result<uint64_t> gguf_header_bytes(const std::string& path);
 
 // The mixes to build for a budget of `budget` bytes, given every mix's predicted size:
-// those predicted within [near * budget, budget] (at most max_within, the largest first),
+// those predicted within [near * budget, budget] (the largest max_within sizes of them; mixes
+// of one size count once),
 // the largest below that range when none lies in it, and the smallest predicted above the
 // budget. Returned in increasing size.
 std::vector<std::string> mixes_for_budget(const std::map<std::string, uint64_t>& predicted, uint64_t budget,

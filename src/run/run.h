@@ -73,11 +73,13 @@ struct RunOptions {
   bool stream_pool = false;
   int estimate_rows = 128;             // rows per module the estimate samples
   std::string compare = "auto";        // auto (the mixes near the budget), none, or one mix name
-  // auto: at most this many mixes inside the budget, the largest first. 2: in every run measured
-  // (Qwen at 880MiB, SmolLM2 at Q3_K_M's size on both teachers, docs/design.md) the mix that
-  // fits and scores best on validation was the largest one that fits; each further mix costs a
-  // llama-quantize and two evaluations (~7 min on Qwen-1.5B, 2 cores).
-  int max_mixes = 2;
+  // auto: the mixes of at most this many sizes inside the budget, the largest first (and the
+  // nearest above). 1: in every run that measured more (Qwen at 880MiB, SmolLM2 at Q3_K_M's size
+  // on both teachers, Gemma-3-270M at three sizes, docs/design.md) the mix that fits and scores
+  // best on validation was the largest one that fits, or one of its size; each further mix costs
+  // a llama-quantize and two evaluations (4.5 min for IQ2_M on Qwen-1.5B, 2 cores) and widens the
+  // pool's window by another size.
+  int max_mixes = 1;
   // Keep each mix's GGUF after its evaluations (by default it is removed then: its figures are
   // what the run needs, the verdict prints the llama-quantize command that makes it, and on
   // Qwen-1.5B three mixes are 3.3 GB of the job's disk). Kept anyway under a speed or memory
