@@ -66,9 +66,11 @@ double hawq_seconds(const ModelSize& m, int samples, double calib_tokens) {
   return m.torch_scale * base * (samples / 4.0) * (calib_tokens / 4096.0) * 2.0 / std::max(1, m.threads);
 }
 
-double hawq_rescore_seconds(const ModelSize& m) {
+double hawq_rescore_seconds(const ModelSize& m, bool streamed) {
   // SmolLM2's 1,110 candidates: 3 s (the teacher loaded, each candidate dequantized and diffed).
-  return m.torch_scale * (3 + 30 * m.params / 1e9 * 2.0 / std::max(1, m.threads));
+  // Streamed, only the teacher is loaded: Qwen-1.5B 7 s and 8 s in the two streamed jobs at Q2_K's
+  // size (results/job_cost_qwen_q2k_stream/), against 64 s from the stored pool.
+  return m.torch_scale * (streamed ? 2 + 3 * m.params / 1e9 : 3 + 30 * m.params / 1e9 * 2.0 / std::max(1, m.threads));
 }
 
 double learn_seconds(const ModelSize& m, int steps, int layers_per_step, int batch_tokens) {

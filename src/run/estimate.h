@@ -36,8 +36,9 @@ double imatrix_seconds(const ModelSize& m, double tokens);
 // One candidate type of the pool over the `params` weights of the modules that take it.
 double pool_type_seconds(const ModelSize& m, const std::string& type, double params);
 double hawq_seconds(const ModelSize& m, int samples, double calib_tokens);
-// HAWQ-V2 from known traces (--traces-from): every candidate dequantized once.
-double hawq_rescore_seconds(const ModelSize& m);
+// HAWQ-V2 from known traces (--traces-from): every candidate dequantized once, or, from a streamed
+// pool's manifest, each candidate's recorded squared perturbation read (`streamed`).
+double hawq_rescore_seconds(const ModelSize& m, bool streamed);
 double learn_seconds(const ModelSize& m, int steps, int layers_per_step, int batch_tokens);
 // The share of the full pool's time (and disk) a pool window of `steps` quantizes (RunOptions::
 // pool_window): measured on Qwen-1.5B near its IQ3/Q3_K mixes (results/prune_qwen/).

@@ -203,12 +203,12 @@ bool prunes(const Env& e);
 // The pool's quantizing, estimated (Env::pool_quantize_s), and what a streamed pool's readers
 // add to their own stages: Stage I the window once, and three times again what its candidate
 // store cannot keep in memory (pool/candidate.h: four passes over the layers), gamma layers every
-// layer at Q2_K, the emits each distinct choice once (about two plans' worth).
+// layer at Q2_K, the emits each distinct choice once (measured: about 0.6 of the window).
 double pool_quantize_seconds(const Env& e, const Manifest& preview);
 double pool_window_bytes(const Env& e, const Manifest& preview);
 double stream_learn_seconds(const Env& e);
 double stream_layers_seconds(const Env& e);
-double stream_emit_seconds(const Env& e, const Manifest& preview);
+double stream_emit_seconds(const Env& e);
 // HAWQ-V2's scores on the estimate: their traces serve the real pool's scores (--traces-from).
 std::string hawq_traces_path(const Env& e);
 std::vector<std::string> hawq_cmd(const Env& e, const std::string& pool, const std::string& out);

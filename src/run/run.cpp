@@ -177,6 +177,10 @@ Result<json> at_target(Env& e, const Manifest& man, const std::vector<Scorer>& s
   if (o.max_kld > 0) {
     GAMMA_ASSIGN_OR_RETURN(budget, search_max_kld(e, man, stat, scorers, range, probes));
   }
+  // The mixes first: each is quantized from the teacher, measured and removed while gamma's own
+  // files are not yet on the disk (a streamed pool's emit cache grows with every variant), so a
+  // mix never adds to the job's peak disk (Qwen-1.5B at Q2_K's size: 0.7 GB of its 10.6 GB peak).
+  GAMMA_ASSIGN_OR_RETURN(std::vector<MixRow> mixes, compared_mixes(e, budget));
   GAMMA_ASSIGN_OR_RETURN(auto vs, variants_at(e, man, stat, scorers, std::min(budget, range.max)));
   const Variant best = best_of(vs);
   // Named by budget and variant: a rerun that chooses another variant never reports a stale file.
@@ -185,7 +189,6 @@ Result<json> at_target(Env& e, const Manifest& man, const std::vector<Scorer>& s
   std::printf("== chosen on validation: %s (KLD %.6f +/- %.6f, %s)\n", best.name.c_str(), best.kld, best.kld_err,
               format_size(best.bytes).c_str());
 
-  GAMMA_ASSIGN_OR_RETURN(std::vector<MixRow> mixes, compared_mixes(e, budget));
   GAMMA_ASSIGN_OR_RETURN(json summary,
                          summarize(e, man, scorers, stat, vs, best, out, budget, size_text, range, probes, mixes));
   GAMMA_RETURN_IF_ERROR(write_json(json_path, summary));

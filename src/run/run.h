@@ -5,12 +5,13 @@
 //      each measured once and cached in the work directory
 //   -> the target as a file size: --size as given (several: each in turn), --bpw through the
 //      static plan's size, or --max-kld by bisection over sizes (each probe the step below)
-//   -> at that size, every scorer with the default output head and one and two steps cheaper: solve,
-//      emit, KLD vs the teacher on the validation texts; the lowest sum becomes gamma's file
 //   -> llama.cpp's standard mixes that fit the budget and are near it (llama-quantize
 //      --dry-run predicts each size; the chosen ones are built from the same teacher and
-//      imatrix), measured on the same validation chunks: a mix that fits and beats gamma's
-//      file is the verdict, said plainly with its llama-quantize command
+//      imatrix, measured on the validation and report texts, and removed)
+//   -> at that size, every scorer with the default output head and one and two steps cheaper: solve,
+//      emit, KLD vs the teacher on the validation texts; the lowest sum becomes gamma's file;
+//      a mix that fits and beats it on the same chunks is the verdict, said plainly with its
+//      llama-quantize command
 //   -> gamma's chosen variant at each mix's size (its front), everything on the report text
 //   -> run.json, the table, run.png (several sizes: run-BYTES.json and .png each, sweep.json).
 // Every step leaves its output in the work directory and is skipped when that output exists

@@ -90,7 +90,7 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
         const std::vector<std::string> cmd = hawq_cmd(e, e.pool, f);
         const bool reused = file_exists(hawq_traces_path(e));
         GAMMA_RETURN_IF_ERROR(e.stage(reused ? "hawq (the estimate's traces) -> " + f : "hawq -> " + f,
-                                      reused ? hawq_rescore_seconds(e.ms) : hawq_seconds(e.ms, e.o.hawq_samples, e.o.hawq_calib_tokens),
+                                      reused ? hawq_rescore_seconds(e.ms, e.o.stream_pool) : hawq_seconds(e.ms, e.o.hawq_samples, e.o.hawq_calib_tokens),
                                       [&] { return run_step("hawq", cmd); }));
       }
       out.push_back({s, {"--scores", f}});
