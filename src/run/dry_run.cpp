@@ -45,7 +45,7 @@ double stream_layers_seconds(const Env& e) {
 }
 double stream_emit_seconds(const Env& e) {
   // Qwen-1.5B at Q2_K's size (results/job_cost_qwen_q2k_stream/): the 18 raced variants and the
-  // front made 772 of the window's 1,405 candidates (2.3 of its ~3.9 GB) in 573 s of emits, 0.66x
+  // front made 772 of the window's 1,405 candidates (2.3 of its ~3.9 GB) in 585 s of emits, 0.67x
   // what quantizing the window took inside Stage I (~870 s: its 1,534 s less the 664 s its steps
   // took on the stored pool). Priced as 0.6 of the window.
   return e.o.stream_pool ? 0.6 * e.pool_quantize_s : 0;

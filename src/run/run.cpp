@@ -177,9 +177,10 @@ Result<json> at_target(Env& e, const Manifest& man, const std::vector<Scorer>& s
   if (o.max_kld > 0) {
     GAMMA_ASSIGN_OR_RETURN(budget, search_max_kld(e, man, stat, scorers, range, probes));
   }
-  // The mixes first: each is quantized from the teacher, measured and removed while gamma's own
-  // files are not yet on the disk (a streamed pool's emit cache grows with every variant), so a
-  // mix never adds to the job's peak disk (Qwen-1.5B at Q2_K's size: 0.7 GB of its 10.6 GB peak).
+  // The mixes first: each is quantized from the teacher, measured and removed before gamma's
+  // variants fill a streamed pool's emit cache. On Qwen-1.5B at Q2_K's size the mixes then took
+  // the disk to 8.7 GB, not 10.6; the job's peak (10.6 GB) is now the front's emits beside the
+  // full emit cache (results/job_cost_qwen_q2k_stream/resumed/).
   GAMMA_ASSIGN_OR_RETURN(std::vector<MixRow> mixes, compared_mixes(e, budget));
   GAMMA_ASSIGN_OR_RETURN(auto vs, variants_at(e, man, stat, scorers, std::min(budget, range.max)));
   const Variant best = best_of(vs);
