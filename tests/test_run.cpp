@@ -181,6 +181,12 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
   // Every model was scored against one teacher base file, and llama-perplexity reads it.
   const std::string base = d / "w/teacher-report-wiki.test-c128-n4.kld";
   ASSERT_TRUE(fs::exists(base));
+  // The teacher's log-probs that no later step reads are gone: the validation text's (full and
+  // the race's chunk) once the variant is chosen, the calibration chunks' once gamma layers ends.
+  for (const char* gone : {"teacher-valid-wiki.valid-c128-n4.kld", "teacher-valid-wiki.valid-c128-n1.kld"})
+    EXPECT_FALSE(fs::exists(fs::path(d / "w") / gone)) << gone;
+  for (const auto& f : fs::directory_iterator(d / "w"))
+    EXPECT_NE(f.path().filename().string().rfind("teacher-calib-", 0), 0u) << f.path();
   auto lp = run_llama_tool(llama_tool("llama-perplexity") + " -m " + rows[0]["path"].get<std::string>() +
                                " --kl-divergence-base " + base + " --kl-divergence -c 128 --chunks 4 -t 2",
                            "Mean    KLD");

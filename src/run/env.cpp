@@ -54,6 +54,13 @@ std::string Env::eval_tag(const EvalText& t) const {
                      t.chunks);
 }
 
+void Env::drop_kld_bases(const std::vector<EvalText>& texts) const {
+  for (const auto& t : texts) {
+    std::error_code ec;
+    fs::remove(kld_base(t), ec);
+  }
+}
+
 std::string Env::valid_paths() const {
   std::string s;
   for (const auto& t : valid) s += (s.empty() ? "" : ",") + t.path;

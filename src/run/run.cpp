@@ -171,7 +171,7 @@ Status make_inputs(Env& e, const PoolOptions& po, const Manifest& preview, const
 // summary in `json_path` and its picture in `png_path`.
 Result<json> at_target(Env& e, const Manifest& man, const std::vector<Scorer>& scorers, const solve::Allocator& stat,
                        const Range& range, uint64_t budget, const std::string& size_text, const std::string& json_path,
-                       const std::string& png_path) {
+                       const std::string& png_path, bool last_target) {
   const RunOptions& o = e.o;
   json probes = json::array();
   if (o.max_kld > 0) {
@@ -183,6 +183,12 @@ Result<json> at_target(Env& e, const Manifest& man, const std::vector<Scorer>& s
   // full emit cache (results/job_cost_qwen_q2k_stream/resumed/).
   GAMMA_ASSIGN_OR_RETURN(std::vector<MixRow> mixes, compared_mixes(e, budget));
   GAMMA_ASSIGN_OR_RETURN(auto vs, variants_at(e, man, stat, scorers, std::min(budget, range.max)));
+  // Validation is over once the last target's variant is chosen: the teacher's log-probs on
+  // those texts go before the front's files are made (the job's peak of disk; Qwen-1.5B: 0.7 GB).
+  if (last_target) {
+    e.drop_kld_bases(e.valid);
+    e.drop_kld_bases(e.race);
+  }
   const Variant best = best_of(vs);
   // Named by budget and variant: a rerun that chooses another variant never reports a stale file.
   const std::string out = e.W + "/gamma-" + std::to_string(budget) + budgets_tag(e) + "-" + best.name + ".gguf";
@@ -260,7 +266,8 @@ Status run_pipeline(const RunOptions& o) {
 
   if (budgets.size() == 1) {
     const std::string size_text = o.sizes.empty() ? "" : o.sizes[0];
-    return at_target(e, man, scorers, stat, range, budgets[0], size_text, e.W + "/run.json", e.W + "/run.png").status();
+    return at_target(e, man, scorers, stat, range, budgets[0], size_text, e.W + "/run.json", e.W + "/run.png",
+                     true).status();
   }
   json sweep = json_header("gamma.run.sweep", 1);
   sweep["sizes"] = json::array();
@@ -268,7 +275,8 @@ Status run_pipeline(const RunOptions& o) {
     std::printf("\n==== size %s (%zu of %zu)\n", o.sizes[i].c_str(), i + 1, budgets.size());
     const std::string tag = std::to_string(budgets[i]);
     GAMMA_ASSIGN_OR_RETURN(json s, at_target(e, man, scorers, stat, range, budgets[i], o.sizes[i],
-                                             e.W + "/run-" + tag + ".json", e.W + "/run-" + tag + ".png"));
+                                             e.W + "/run-" + tag + ".json", e.W + "/run-" + tag + ".png",
+                                             i + 1 == budgets.size()));
     sweep["sizes"].push_back(std::move(s));
   }
   sweep["seconds"] = e.elapsed();
