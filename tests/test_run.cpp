@@ -425,17 +425,27 @@ TEST(RunPipeline, DryRunPricesThisMachineOnceAndScalesByIt) {
   EXPECT_NEAR(secs[1] / secs[0], 30.0, 30.0 * 0.5 / secs[0] + 0.5);  // hms rounds to the second
   // Stages of earlier runs price their kind instead of the probe: a forward stage that took 3x
   // the reference's figure (its estimate 200 s at the scale 2 it ran under, 300 s taken) and a
-  // LibTorch one that took 0.5x; each weighted by the reference's figure.
+  // LibTorch one (Stage I) that took 0.5x; each weighted by the reference's figure. HAWQ-V2's
+  // traces, without a stage of their own, take Stage I's scale.
   (*j)["forward_scale"] = 30.0;
   (*j)["stages"] = json::array({{{"stage", "llama-imatrix"}, {"kind", "forward"}, {"seconds", 300.0},
                                  {"estimate_seconds", 200.0}, {"scale", 2.0}},
-                                {{"stage", "hawq traces"}, {"kind", "torch"}, {"seconds", 50.0},
+                                {{"stage", "learn at 3 bpw"}, {"kind", "torch"}, {"seconds", 50.0},
                                  {"estimate_seconds", 100.0}, {"scale", 1.0}}});
   ASSERT_TRUE(write_json(files[0].string(), *j).is_ok());
   r = gm::testing::run(cmd);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("quantizing 2.00x, ggml passes 3.00x, LibTorch passes 0.50x"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("quantizing 2.00x, ggml passes 3.00x, LibTorch passes 0.50x (HAWQ-V2's 0.50x)"),
+            std::string::npos) << r.output;
   EXPECT_NE(r.output.find(", 2 stages of earlier runs"), std::string::npos) << r.output;
+  // A HAWQ-V2 stage prices HAWQ-V2 alone, also one an earlier gamma filed under "torch" (by its
+  // name): it ran at 0.25x here, and Stage I's 0.5x stays.
+  (*j)["stages"].push_back({{"stage", "hawq traces (4 probes)"}, {"kind", "torch"}, {"seconds", 25.0},
+                            {"estimate_seconds", 100.0}, {"scale", 1.0}});
+  ASSERT_TRUE(write_json(files[0].string(), *j).is_ok());
+  r = gm::testing::run(cmd);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("LibTorch passes 0.50x (HAWQ-V2's 0.25x)"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(d / "w"));
 }
 

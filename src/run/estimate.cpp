@@ -63,7 +63,7 @@ double hawq_seconds(const ModelSize& m, int samples, double calib_tokens) {
   // 188 s on SmolLM2-135M (0.13 G weights), 822 s on Qwen-1.5B (1.78 G weights counted as
   // ModelSize does; results/job_cost_qwen), 4 samples, 4096 tokens: a fixed part + per weight.
   const double base = 136 + 386 * m.params / 1e9;
-  return m.torch_scale * base * (samples / 4.0) * (calib_tokens / 4096.0) * 2.0 / std::max(1, m.threads);
+  return m.hawq_scale * base * (samples / 4.0) * (calib_tokens / 4096.0) * 2.0 / std::max(1, m.threads);
 }
 
 double hawq_rescore_seconds(const ModelSize& m, bool streamed) {
