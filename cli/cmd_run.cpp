@@ -17,7 +17,7 @@ void add_run(CLI::App& app) {
   auto memory = std::make_shared<std::string>();  // --memory as given; parsed once into o->memory_bytes
   auto* c = app.add_subcommand("run", "the whole job: a file of a given size (or KLD), the best of gamma's allocators on validation text, beside llama.cpp's mixes (resumable)");
   c->add_option("model", o->model, "registry name (see gamma fetch) or a GGUF path")->capture_default_str();
-  auto* size = c->add_option("--size", o->sizes, "target: the whole file, e.g. 880MiB, 1.2GB, 123456 (bytes); a comma list makes one file per size from the same pool and scores")
+  auto* size = c->add_option("--size", o->sizes, "target: the whole file, e.g. 880MiB, 1.2GB, 123456 (bytes), or a llama.cpp mix's name (Q3_K_M: the size of the file llama-quantize makes of this model with the run's imatrix); a comma list makes one file per size from the same pool and scores")
                    ->delimiter(',');
   auto* bpw = c->add_option("--bpw", o->bpw, "target: bits per weight of the linear modules (default 4.75 when no target is given)");
   auto* kld = c->add_option("--max-kld", o->max_kld, "target: the smallest file whose validation KLD vs the teacher is at most this");

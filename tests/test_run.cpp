@@ -540,6 +540,27 @@ TEST(RunPipeline, SeveralSizesEachChosenOnTheSameValidation) {
   }
 }
 
+// --size MIX: the size of the file llama-quantize makes of that mix here (its name in any case):
+// predicted once the imatrix exists, then the real file's bytes once the mix is built; that mix
+// is the one compared, and it fits.
+TEST(RunPipeline, SizeByMixNameIsThatMixsFile) {
+  TempDir d;
+  auto r = gamma("run " + stories260k() + " -w " + d / "w" + " --size q8_0 --types Q4_0,Q8_0 --scorers static" +
+                 " --imatrix-chunks 2 -c 128 --chunks 2 -t 2 --no-front");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("== --size q8_0: llama.cpp's Q8_0 of this model, "), std::string::npos) << r.output;
+  auto j = read_json(d / "w/run.json", "gamma.run", 2);
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ((*j)["target"]["size"], "q8_0");
+  const json* q8 = nullptr;
+  for (const auto& m : (*j)["mixes"])
+    if (m["label"] == "llama.cpp Q8_0") q8 = &m;
+  ASSERT_NE(q8, nullptr) << (*j)["mixes"].dump();
+  EXPECT_EQ((*j)["budget_bytes"], (*q8)["file_bytes"]);
+  EXPECT_LE((*j)["rows"][0]["file_bytes"].get<uint64_t>(), (*q8)["file_bytes"].get<uint64_t>());
+  EXPECT_GT((*j)["rows"][0]["file_bytes"].get<double>(), 0.99 * (*q8)["file_bytes"].get<double>());
+}
+
 // A speed budget (--min-decode): a speed no plan of the size reaches is one line naming the
 // fastest, before any pool is quantized; a reachable one binds every variant's plan by the speed
 // table, and the report measures gamma's file and the mix with llama-bench beside the prediction.

@@ -1,6 +1,7 @@
 #include "run/mixes.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <regex>
@@ -202,6 +203,19 @@ Result<std::vector<uint64_t>> compared_mix_sizes(Env& e, uint64_t budget) {
   GAMMA_ASSIGN_OR_RETURN(auto names, compared_names(e, predicted, budget));
   for (const auto& n : names) out.push_back(predicted.at(n));
   return out;
+}
+
+std::string mix_size_name(const std::string& text) {
+  std::string up;
+  for (char c : text) up += char(std::toupper(static_cast<unsigned char>(c)));
+  return is_standard_mix(up) ? up : "";
+}
+
+Result<uint64_t> predicted_mix_size(Env& e, const std::string& mix) {
+  GAMMA_ASSIGN_OR_RETURN(auto predicted, predict_mixes(e));
+  if (!predicted.count(mix))
+    return Status::errorf("--size {}: llama-quantize makes that mix only with an imatrix (not with --imatrix none)", mix);
+  return predicted.at(mix);
 }
 
 Result<std::vector<MixRow>> compared_mixes(Env& e, uint64_t budget) {

@@ -197,6 +197,11 @@ struct MixRow {
 std::vector<std::string> quantize_cmd(const Env& e, const std::string& mix, const std::string& out);
 // The predicted file sizes of the mixes compared_mixes builds for `budget` (none with --compare none).
 Result<std::vector<uint64_t>> compared_mix_sizes(Env& e, uint64_t budget);
+// --size MIX: the standard mix `text` names (any case: "q3_k_m" is Q3_K_M), or "" for a byte count.
+std::string mix_size_name(const std::string& text);
+// llama-quantize's prediction of the mix's file from the run's teacher and imatrix (both made);
+// an error when it cannot make it here (an IQ1/IQ2 mix under --imatrix none).
+Result<uint64_t> predicted_mix_size(Env& e, const std::string& mix);
 // llama.cpp's mixes near the budget (or the one asked for), built and measured on the same chunks.
 Result<std::vector<MixRow>> compared_mixes(Env& e, uint64_t budget);
 

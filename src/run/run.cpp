@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -122,9 +123,8 @@ Result<Manifest> open_model(Env& e, PoolOptions* po) {
   return build_pool(*po);
 }
 
-// The teacher, the importance matrix and the pool, each made once; the pool of the candidates
-// plans near `sizes` can take (prune.cpp) unless --pool-window -1.
-Status make_inputs(Env& e, const PoolOptions& po, const Manifest& preview, const std::vector<uint64_t>& sizes) {
+// The teacher and the importance matrix, each made once.
+Status make_teacher(Env& e) {
   const RunOptions& o = e.o;
   // The teacher: the model dequantized to F32 (for a quantized source, the best reference
   // there is; reported as such), or to F16 (--teacher-type).
@@ -144,7 +144,13 @@ Status make_inputs(Env& e, const PoolOptions& po, const Manifest& preview, const
       if (std::rename(tmp.c_str(), e.imatrix.c_str()) != 0) return Status::errorf("cannot write {}", e.imatrix);
       return Status::ok();
     }));
-  // The pool (resumes by itself), of the candidates plans near the targets can take.
+  return Status::ok();
+}
+
+// The pool (resumes by itself), made once: of the candidates plans near `sizes` can take
+// (prune.cpp) unless --pool-window -1.
+Status make_pool(Env& e, const PoolOptions& po, const Manifest& preview, const std::vector<uint64_t>& sizes) {
+  const RunOptions& o = e.o;
   std::string only;
   if (prunes(e) && (!file_exists(e.pool + "/manifest.json") || file_exists(e.W + "/pool-only.json"))) {
     GAMMA_ASSIGN_OR_RETURN(only, pool_only(e, preview, sizes));
@@ -177,11 +183,17 @@ Result<json> at_target(Env& e, const Manifest& man, const std::vector<Scorer>& s
   if (o.max_kld > 0) {
     GAMMA_ASSIGN_OR_RETURN(budget, search_max_kld(e, man, stat, scorers, range, probes));
   }
+  const std::string mix_target = mix_size_name(size_text);
   // The mixes first: each is quantized from the teacher, measured and removed before gamma's
   // variants fill a streamed pool's emit cache. On Qwen-1.5B at Q2_K's size the mixes then took
   // the disk to 8.7 GB, not 10.6; the job's peak (10.6 GB) is now the front's emits beside the
   // full emit cache (results/job_cost_qwen_q2k_stream/resumed/).
   GAMMA_ASSIGN_OR_RETURN(std::vector<MixRow> mixes, compared_mixes(e, budget));
+  // --size MIX: the budget was llama-quantize's prediction; once the mix is built it is the
+  // file's own size (the prediction is within a few KiB, on either side).
+  for (const auto& m : mixes)
+    if (m.name == mix_target) budget = m.bytes;
+  for (auto& m : mixes) m.fits = m.bytes <= budget;
   GAMMA_ASSIGN_OR_RETURN(auto vs, variants_at(e, man, stat, scorers, std::min(budget, range.max)));
   // Validation is over once the last target's variant is chosen: the teacher's log-probs on
   // those texts go before the front's files are made (the job's peak of disk; Qwen-1.5B: 0.7 GB).
@@ -213,9 +225,15 @@ Status run_pipeline(const RunOptions& o) {
   GAMMA_RETURN_IF_ERROR(check_options(o));
   // Each --size parsed once; a malformed one is reported once the feasible range is known
   // (below), so the one line says what would have worked.
+  // A standard mix's name is that mix's file size, known once the imatrix is (it changes some
+  // mixes' types: IQ3_XXS on Qwen-1.5B is 750 MiB of tensors without one, 728 with); 0 until then.
   std::vector<uint64_t> sizes;
   Status size_error;
   for (const auto& s : o.sizes) {
+    if (!mix_size_name(s).empty()) {
+      sizes.push_back(0);
+      continue;
+    }
     auto b = solve::parse_size(s);
     if (!b.is_ok() && size_error.is_ok()) size_error = b.status().with_context("--size");
     sizes.push_back(b.is_ok() ? *b : 0);
@@ -229,10 +247,15 @@ Status run_pipeline(const RunOptions& o) {
   if (!size_error.is_ok())
     return Status::errorf("{}; the feasible range is {} to {}", size_error.message(), format_size(range.min),
                           format_size(range.max));
-  for (size_t i = 0; i < sizes.size(); ++i)
-    if (sizes[i] < range.min)
-      return Status::errorf("--size {} is below the smallest file this pool can make: the feasible range is {} to {}",
-                            o.sizes[i], format_size(range.min), format_size(range.max));
+  auto check_sizes = [&]() -> Status {
+    for (size_t i = 0; i < sizes.size(); ++i)
+      if (sizes[i] && sizes[i] < range.min)
+        return Status::errorf("--size {}{} is below the smallest file this pool can make: the feasible range is {} to {}",
+                              o.sizes[i], mix_size_name(o.sizes[i]).empty() ? "" : " (" + format_size(sizes[i]) + ")",
+                              format_size(range.min), format_size(range.max));
+    return Status::ok();
+  };
+  GAMMA_RETURN_IF_ERROR(check_sizes());
   GAMMA_RETURN_IF_ERROR(calibrate_machine(e, preview));
   e.pool_quantize_s = pool_quantize_seconds(e, preview);
   e.pool_window_bytes = pool_window_bytes(e, preview);
@@ -245,10 +268,26 @@ Status run_pipeline(const RunOptions& o) {
     GAMMA_RETURN_IF_ERROR(measure_memory(e));
     GAMMA_ASSIGN_OR_RETURN(scores::Scores pst, scores::Scores::from_manifest(preview));
     GAMMA_ASSIGN_OR_RETURN(auto pstat, solve::Allocator::create(preview, pst, {}));
-    for (uint64_t s : sizes) GAMMA_RETURN_IF_ERROR(head_rules(e, preview, pstat, s).status());
+    for (uint64_t s : sizes)
+      if (s) GAMMA_RETURN_IF_ERROR(head_rules(e, preview, pstat, s).status());
   }
 
-  GAMMA_RETURN_IF_ERROR(make_inputs(e, po, preview, sizes));
+  GAMMA_RETURN_IF_ERROR(make_teacher(e));
+  if (std::count(sizes.begin(), sizes.end(), 0) && !o.sizes.empty()) {
+    for (size_t i = 0; i < sizes.size(); ++i)
+      if (const std::string mix = mix_size_name(o.sizes[i]); !mix.empty()) {
+        GAMMA_ASSIGN_OR_RETURN(sizes[i], predicted_mix_size(e, mix));
+        std::printf("== --size %s: llama.cpp's %s of this model, %s (llama-quantize --dry-run)\n", o.sizes[i].c_str(),
+                    mix.c_str(), format_size(sizes[i]).c_str());
+      }
+    GAMMA_RETURN_IF_ERROR(check_sizes());
+    if (speed_budget(e) || memory_budget(e)) {
+      GAMMA_ASSIGN_OR_RETURN(scores::Scores pst, scores::Scores::from_manifest(preview));
+      GAMMA_ASSIGN_OR_RETURN(auto pstat, solve::Allocator::create(preview, pst, {}));
+      for (uint64_t s : sizes) GAMMA_RETURN_IF_ERROR(head_rules(e, preview, pstat, s).status());
+    }
+  }
+  GAMMA_RETURN_IF_ERROR(make_pool(e, po, preview, sizes));
   GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(e.pool));
   if (e.table) GAMMA_RETURN_IF_ERROR(e.table->covers(man).with_context(e.speed));
   GAMMA_ASSIGN_OR_RETURN(range, feasible_range(man));
