@@ -63,6 +63,7 @@ void add_run(CLI::App& app) {
   c->add_option("--valid-chunks", o->valid_chunks, "validation chunks (default: --chunks)");
   c->add_option("--race", o->race_chunks, "measure every variant on this many validation chunks first, then only the --race-keep best on all of them (0: every variant on all)")->capture_default_str();
   c->add_option("--race-keep", o->race_keep, "with --race: the variants measured on every validation chunk")->capture_default_str();
+  c->add_flag("--each-scorer", o->each_scorer, "also report each other scorer's best variant on validation (static, HAWQ-V2, ...) on the report texts, beside gamma's file; the choice is unchanged");
   c->add_option("--min-decode", o->min_decode, "speed budget: the file must decode at least this many tokens/s on this machine (llama-bench tg128, as gamma speed predicts it), or a GGUF of the model: at least as fast as that file (e.g. the llama.cpp mix you run today); needs --size");
   c->add_option("--min-prefill", o->min_prefill, "speed budget: prompt processing tokens/s (llama-bench pp512), or a GGUF of the model; needs --size");
   c->add_option("--memory", *memory, "device budget: the memory llama.cpp may take to run the file (weights with their repacked copies, KV cache at --ctx, compute buffers), e.g. 2GiB; needs --size and --memory-ctx");

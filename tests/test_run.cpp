@@ -561,6 +561,42 @@ TEST(RunPipeline, SizeByMixNameIsThatMixsFile) {
   EXPECT_GT((*j)["rows"][0]["file_bytes"].get<double>(), 0.99 * (*q8)["file_bytes"].get<double>());
 }
 
+// --each-scorer: each other scorer's best variant on validation, reported beside gamma's file
+// on the same report chunks. With one finalist the race leaves the other scorer without one:
+// its race-best is then measured on every validation chunk before it is compared.
+TEST(RunPipeline, EachScorerReportsEveryScorersBestOnTheSameChunks) {
+  TempDir d;
+  auto r = gamma("run " + stories260k() + " -w " + d / "w" + " --size q8_0 --types Q4_0,Q8_0 --scorers static,hawq" +
+                 " --hawq-samples 1 --imatrix-chunks 2 -c 128 --chunks 2 --valid-chunks 3 --race 1 --race-keep 1" +
+                 " --each-scorer --text wiki,python -t 2 --no-front");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = read_json(d / "w/run.json", "gamma.run", 2);
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  const std::string chosen = (*j)["chosen"]["scorer"].get<std::string>();
+  const auto& bests = (*j)["scorer_bests"];
+  ASSERT_EQ(bests.size(), 1u) << bests.dump();
+  const json& b = bests[0];
+  EXPECT_EQ(b["scorer"], chosen == "static" ? "hawq" : "static");
+  // Its validation is on every chunk, and it is the least of its scorer's measured variants.
+  ASSERT_TRUE(b["variant"]["valid_kld"].is_number()) << b.dump();
+  const std::string plan = b["variant"]["plan"].get<std::string>();
+  const std::string stem = fs::path(plan).parent_path().string() + "/" + b["variant"]["name"].get<std::string>();
+  auto full = read_json(stem + ".valid-wiki.valid-c128-n3.json", "gamma.eval", 1);
+  ASSERT_TRUE(full.is_ok()) << full.status().message();
+  EXPECT_DOUBLE_EQ(b["variant"]["valid_kld"].get<double>(), (*full)["kld"]["mean"].get<double>());
+  for (const auto& t : (*j)["tried"])
+    if (t["scorer"] == b["scorer"] && t["valid_kld"].is_number())
+      EXPECT_GE(t["valid_kld"].get<double>(), b["variant"]["valid_kld"].get<double>()) << t.dump();
+  // Reported on both report texts, the same chunks as gamma's file, and in the table's rows.
+  auto ev = read_json(stem + ".report-wiki.test-c128-n2.json", "gamma.eval", 1);
+  ASSERT_TRUE(ev.is_ok()) << ev.status().message();
+  EXPECT_DOUBLE_EQ(b["kld_mean"].get<double>(), (*ev)["kld"]["mean"].get<double>());
+  ASSERT_EQ(b["also"].size(), 1u);
+  EXPECT_TRUE(fs::exists(stem + ".report-python-eval-c128-n2.json"));
+  EXPECT_NE(r.output.find("best " + b["scorer"].get<std::string>() + " ("), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(stem + ".gguf"));
+}
+
 // A speed budget (--min-decode): a speed no plan of the size reaches is one line naming the
 // fastest, before any pool is quantized; a reachable one binds every variant's plan by the speed
 // table, and the report measures gamma's file and the mix with llama-bench beside the prediction.

@@ -176,6 +176,13 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
                                          const std::vector<Scorer>& scorers, uint64_t size);
 // The one rule that chooses: the least validation score among the finalists.
 const Variant& best_of(const std::vector<Variant>& vs);
+// The scorer family a variant belongs to: its scorer, with GAMMA's transforms and blend (gamma-*)
+// under "gamma".
+std::string scorer_family(const Variant& v);
+// --each-scorer: every other family's best variant by the same rule as best_of, among its own
+// variants; a family the race left without a finalist has its race-best measured on every
+// validation chunk first (so every figure compared is a full validation's).
+Result<std::vector<Variant>> family_bests(Env& e, const std::vector<Variant>& vs, const Variant& best);
 json variant_json(const Variant& v);
 // Emits `v`'s plan to `gguf` unless it is there already.
 Status emit_variant(Env& e, const Variant& v, const std::string& gguf);
@@ -232,7 +239,7 @@ Result<std::string> pool_only(Env& e, const Manifest& preview, const std::vector
 Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& scorers, const solve::Allocator& stat,
                        const std::vector<Variant>& vs, const Variant& best, const std::string& out, uint64_t budget,
                        const std::string& size_text, const Range& range, const json& probes,
-                       const std::vector<MixRow>& mixes);
+                       const std::vector<MixRow>& mixes, const std::vector<Variant>& families);
 Status draw_run_png(const std::string& path, const json& summary);
 // The table (report text), the verdict in words and where everything is.
 void print_summary(const Env& e, const json& summary, const std::string& json_path, const std::string& png_path);

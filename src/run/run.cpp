@@ -195,6 +195,10 @@ Result<json> at_target(Env& e, const Manifest& man, const std::vector<Scorer>& s
     if (m.name == mix_target) budget = m.bytes;
   for (auto& m : mixes) m.fits = m.bytes <= budget;
   GAMMA_ASSIGN_OR_RETURN(auto vs, variants_at(e, man, stat, scorers, std::min(budget, range.max)));
+  std::vector<Variant> families;
+  if (o.each_scorer) {
+    GAMMA_ASSIGN_OR_RETURN(families, family_bests(e, vs, best_of(vs)));
+  }
   // Validation is over once the last target's variant is chosen: the teacher's log-probs on
   // those texts go before the front's files are made (the job's peak of disk; Qwen-1.5B: 0.7 GB).
   if (last_target) {
@@ -209,7 +213,7 @@ Result<json> at_target(Env& e, const Manifest& man, const std::vector<Scorer>& s
               format_size(best.bytes).c_str());
 
   GAMMA_ASSIGN_OR_RETURN(json summary,
-                         summarize(e, man, scorers, stat, vs, best, out, budget, size_text, range, probes, mixes));
+                         summarize(e, man, scorers, stat, vs, best, out, budget, size_text, range, probes, mixes, families));
   GAMMA_RETURN_IF_ERROR(write_json(json_path, summary));
   if (auto st = draw_run_png(png_path, summary); !st.is_ok())
     std::fprintf(stderr, "gamma: warning: %s: %s\n", fs::path(png_path).filename().c_str(), st.message().c_str());

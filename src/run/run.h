@@ -102,6 +102,11 @@ struct RunOptions {
   // evaluations.
   int race_chunks = 1, race_keep = 3;
   bool front = true;                   // gamma's chosen variant at each mix's size too
+  // Each other scorer's own best variant on validation (measured on every validation chunk if the
+  // race left it out) also emitted and measured on the report texts: the allocators side by side
+  // on the same chunks (a goal table's columns), at up to one emit and a full validation plus the
+  // report evaluations per scorer. The choice is unchanged: it is among the race's finalists.
+  bool each_scorer = false;
   // Speed budgets (tokens/s on this machine, as llama-bench's tg128 / pp512; 0: none): every
   // scorer is solved under them (solve/timed.h, priced by the speed table of src/speed), and the
   // report measures each file with llama-bench (bench_rounds rounds, each file's fastest kept).

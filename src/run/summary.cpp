@@ -110,7 +110,8 @@ void add_also(const Env& e, json& row, const std::vector<EvalResult>& evs) {
 
 Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& scorers, const solve::Allocator& stat,
                        const std::vector<Variant>& vs, const Variant& best, const std::string& out, uint64_t budget,
-                       const std::string& size_text, const Range& range, const json& probes, const std::vector<MixRow>& mixes) {
+                       const std::string& size_text, const Range& range, const json& probes, const std::vector<MixRow>& mixes,
+                       const std::vector<Variant>& families) {
   const RunOptions& o = e.o;
   json summary = json_header("gamma.run", 2);
   summary["model"] = e.model;
@@ -133,6 +134,26 @@ Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& s
   summary["rows"] = json::array({report_row("gamma (" + best.name + ")", out, mine, best.kld)});
   GAMMA_ASSIGN_OR_RETURN(std::vector<EvalResult> mine_also, eval_also(e, out, out.substr(0, out.size() - 5)));
   add_also(e, summary["rows"][0], mine_also);
+  // --each-scorer: the other scorers' own best files beside gamma's, on the same chunks.
+  summary["scorer_bests"] = json::array();
+  for (const auto& v : families) {
+    const std::string dir = fs::path(v.plan).parent_path().string();
+    const std::string gguf = dir + "/" + v.name + ".gguf", stem = dir + "/" + v.name;
+    if (!file_exists(e.eval_path(stem, e.report)) || !std::all_of(e.also.begin(), e.also.end(), [&](const EvalText& t) {
+          return file_exists(e.eval_path(stem, t));
+        }))
+      GAMMA_RETURN_IF_ERROR(emit_variant(e, v, gguf));
+    GAMMA_ASSIGN_OR_RETURN(EvalResult ev, eval_file(e, gguf, stem, e.report));
+    json row = report_row("best " + scorer_family(v) + " (" + v.name + ")", gguf, ev, v.kld);
+    GAMMA_ASSIGN_OR_RETURN(std::vector<EvalResult> also, eval_also(e, gguf, stem));
+    add_also(e, row, also);
+    std::error_code ec;
+    fs::remove(gguf, ec);
+    row["scorer"] = scorer_family(v);
+    row["variant"] = variant_json(v);
+    summary["scorer_bests"].push_back(row);
+    summary["rows"].push_back(row);
+  }
   summary["mixes"] = json::array();
   summary["front"] = json::array({summary["rows"][0]});
   std::map<std::string, json> measured;  // plan (modules + fixed types) -> its report row

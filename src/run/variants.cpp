@@ -127,6 +127,34 @@ const Variant& best_of(const std::vector<Variant>& vs) {
   return best ? *best : vs.front();  // vs holds a finalist (variants_at keeps >= 1)
 }
 
+std::string scorer_family(const Variant& v) { return v.scorer.rfind("gamma", 0) == 0 ? "gamma" : v.scorer; }
+
+Result<std::vector<Variant>> family_bests(Env& e, const std::vector<Variant>& vs, const Variant& best) {
+  std::vector<std::string> families;
+  for (const auto& v : vs)
+    if (scorer_family(v) != scorer_family(best) && std::find(families.begin(), families.end(), scorer_family(v)) == families.end())
+      families.push_back(scorer_family(v));
+  std::vector<Variant> out;
+  for (const auto& f : families) {
+    std::vector<Variant> mine;
+    for (const auto& v : vs)
+      if (scorer_family(v) == f) mine.push_back(v);
+    if (std::none_of(mine.begin(), mine.end(), [](const Variant& v) { return v.finalist; })) {
+      Variant& r = *std::min_element(mine.begin(), mine.end(),
+                                     [](const Variant& a, const Variant& b) { return a.race_kld < b.race_kld; });
+      const std::string dir = fs::path(r.plan).parent_path().string();
+      const std::string gguf = dir + "/" + r.name + ".gguf", stem = dir + "/" + r.name;
+      if (!validated(e, stem)) GAMMA_RETURN_IF_ERROR(emit_variant(e, r, gguf));
+      GAMMA_ASSIGN_OR_RETURN(ValidScore s, validate(e, gguf, stem));
+      std::error_code ec;
+      fs::remove(gguf, ec);
+      record(r, s, true);
+    }
+    out.push_back(best_of(mine));
+  }
+  return out;
+}
+
 json variant_json(const Variant& v) {
   json j = {{"name", v.name}, {"scorer", v.scorer}, {"head_type", v.head_type}, {"head_steps", v.head_steps}, {"plan", v.plan},
             {"file_bytes", v.bytes}, {"valid_kld", nullptr}, {"valid_kld_stderr", nullptr}, {"speed", v.speed}};
