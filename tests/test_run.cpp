@@ -594,6 +594,16 @@ TEST(RunPipeline, EachScorerReportsEveryScorersBestOnTheSameChunks) {
   ASSERT_EQ(b["also"].size(), 1u);
   EXPECT_TRUE(fs::exists(stem + ".report-python-eval-c128-n2.json"));
   EXPECT_NE(r.output.find("best " + b["scorer"].get<std::string>() + " ("), std::string::npos) << r.output;
+  // Paired against gamma's file on both texts: the mean of the chunks' differences.
+  ASSERT_EQ(b["paired_gamma_minus"].size(), 2u) << b.dump();
+  const auto g = read_json(fs::path((*j)["rows"][0]["path"].get<std::string>()).replace_extension().string() +
+                               ".report-wiki.test-c128-n2.json", "gamma.eval", 1);
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  double diff = 0;
+  for (int c = 0; c < 2; ++c)
+    diff += (*g)["kld"]["chunk_means"][c].get<double>() - (*ev)["kld"]["chunk_means"][c].get<double>();
+  EXPECT_NEAR(b["paired_gamma_minus"][0]["mean"].get<double>(), diff / 2, 1e-12);
+  EXPECT_NE(r.output.find("gamma's file minus best "), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(stem + ".gguf"));
 }
 

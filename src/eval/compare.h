@@ -12,15 +12,7 @@
 
 namespace gm::eval {
 
-struct PairedDiff {
-  double mean = 0, stderr_ = 0;  // of a - b over the chunks
-  size_t n = 0;
-};
-// a and b: each chunk's mean KLD, the same chunks in the same order (at least two).
-Result<PairedDiff> paired_difference(const std::vector<double>& a, const std::vector<double>& b);
-// The same from two eval results (gamma.eval with chunk_means), checked to be on the same text,
-// context and chunks.
-Result<PairedDiff> paired_difference(const EvalResult& a, const EvalResult& b);
+// paired_difference: eval/result.h (gamma run's summary pairs its rows too).
 
 struct TypeDiff {
   std::string tensor, type_a, type_b;

@@ -1,5 +1,7 @@
 #include "eval/result.h"
 
+#include <cmath>
+
 namespace gm::eval {
 namespace {
 
@@ -159,5 +161,29 @@ Result<EvalResult> EvalResult::from_json(const json& j) {
 Result<EvalResult> EvalResult::load(const std::string& path) { return load_typed<EvalResult>(path); }
 
 Status EvalResult::save(const std::string& path) const { return write_json(path, to_json()); }
+
+Result<PairedDiff> paired_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return Status::errorf("paired chunks: {} against {} chunks", a.size(), b.size());
+  if (a.size() < 2) return Status::error("paired chunks: at least two chunks are needed for an error");
+  PairedDiff d;
+  d.n = a.size();
+  for (size_t i = 0; i < d.n; ++i) d.mean += a[i] - b[i];
+  d.mean /= double(d.n);
+  double ss = 0;
+  for (size_t i = 0; i < d.n; ++i) ss += (a[i] - b[i] - d.mean) * (a[i] - b[i] - d.mean);
+  d.stderr_ = std::sqrt(ss / double(d.n - 1)) / std::sqrt(double(d.n));
+  return d;
+}
+
+Result<PairedDiff> paired_difference(const EvalResult& a, const EvalResult& b) {
+  if (!a.kld || !a.kld->chunk_means || !b.kld || !b.kld->chunk_means)
+    return Status::error("paired chunks: both evaluations need each chunk's KLD (gamma eval --teacher)");
+  const auto& x = a.settings;
+  const auto& y = b.settings;
+  const bool same_text = x.text && y.text && x.text->sha256 && y.text->sha256 && *x.text->sha256 == *y.text->sha256;
+  if (!same_text || x.ctx != y.ctx)
+    return Status::error("paired chunks: the two evaluations are not on the same text and context");
+  return paired_difference(*a.kld->chunk_means, *b.kld->chunk_means);
+}
 
 }  // namespace gm::eval

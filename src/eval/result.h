@@ -93,4 +93,16 @@ struct EvalResult {
   Status save(const std::string& path) const;               // atomic
 };
 
+// Two evaluations on the same chunks, pair by pair: the mean of a - b over the chunks and its
+// standard error (the chunks' own difficulty cancels).
+struct PairedDiff {
+  double mean = 0, stderr_ = 0;  // of a - b over the chunks
+  size_t n = 0;
+};
+// a and b: each chunk's mean KLD, the same chunks in the same order (at least two).
+Result<PairedDiff> paired_difference(const std::vector<double>& a, const std::vector<double>& b);
+// The same from two eval results (gamma.eval with chunk_means), checked to be on the same text,
+// context and chunks.
+Result<PairedDiff> paired_difference(const EvalResult& a, const EvalResult& b);
+
 }  // namespace gm::eval

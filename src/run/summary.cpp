@@ -151,6 +151,13 @@ Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& s
     fs::remove(gguf, ec);
     row["scorer"] = scorer_family(v);
     row["variant"] = variant_json(v);
+    // gamma's file minus this one, chunk by chunk on each report text (negative: gamma's lower).
+    auto pair = [&](const EvalResult& g, const EvalResult& x, const std::string& text) {
+      if (auto d = eval::paired_difference(g, x); d.is_ok())
+        row["paired_gamma_minus"].push_back({{"text", text}, {"mean", d->mean}, {"stderr", d->stderr_}, {"chunks", d->n}});
+    };
+    pair(mine, ev, e.report.path);
+    for (size_t i = 0; i < also.size() && i < mine_also.size(); ++i) pair(mine_also[i], also[i], e.also[i].path);
     summary["scorer_bests"].push_back(row);
     summary["rows"].push_back(row);
   }
@@ -293,6 +300,15 @@ void print_summary(const Env& e, const json& summary, const std::string& json_pa
                     (unsigned long long)r["file_bytes"].get<uint64_t>(), r["also"][i]["kld_mean"].get<double>(),
                     r["also"][i]["kld_stderr"].get<double>(), 100 * r["also"][i]["top1"].get<double>(),
                     r["also"][i]["ppl"].get<double>());
+  }
+  // --each-scorer: gamma's file against each other scorer's best, paired on the same chunks.
+  for (const auto& b : summary.value("scorer_bests", json::array())) {
+    std::string line;
+    for (const auto& p : b.value("paired_gamma_minus", json::array()))
+      line += fmt::format("{}{} {:+.6f} ± {:.6f}", line.empty() ? "" : "; ", fs::path(p["text"].get<std::string>()).filename().string(),
+                          p["mean"].get<double>(), p["stderr"].get<double>());
+    if (!line.empty())
+      std::printf("\ngamma's file minus %s, paired on the same chunks: %s\n", b["label"].get<std::string>().c_str(), line.c_str());
   }
   if (speed) {
     const json& g = summary["rows"][0];
