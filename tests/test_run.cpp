@@ -659,6 +659,23 @@ TEST(RunPipeline, SpeedBudgetBindsThePlanAndTheReportMeasuresIt) {
               1e-9 * (*j)["mixes"][0]["predicted_tg128"].get<double>());
   for (const auto& v : (*j)["tried"])
     EXPECT_GE(v["speed"]["predicted_tg128"].get<double>(), (*j)["speed"]["min_decode_tps"].get<double>() * (1 - 1e-9));
+  const double as_file = (*j)["speed"]["min_decode_tps"].get<double>();
+
+  // "As fast as llama.cpp's Q4_0 of this model", by name: the mix is built from the teacher before
+  // the pool (once: the comparison reuses the file), and the budget is the file form's. Another
+  // work directory with the first one's speed table, so the two budgets share one measurement.
+  fs::create_directories(d / "byname");
+  fs::copy_file(d / "w/speed.json", d / "byname/speed.json");
+  r = gamma("run " + common + " -w " + d / "byname" + " --min-decode q4_0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const size_t q = r.output.find("== llama-quantize Q4_0");
+  ASSERT_NE(q, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("== llama-quantize Q4_0", q + 1), std::string::npos) << r.output;
+  EXPECT_LT(q, r.output.find("== pool")) << r.output;
+  j = read_json(d / "byname/run.json", "gamma.run", 2);
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ((*j)["speed"]["min_decode_given"], "q4_0");
+  EXPECT_NEAR((*j)["speed"]["min_decode_tps"].get<double>(), as_file, 1e-9 * as_file);
 
   // A memory budget: every variant solved within it, and the report loads each file with that
   // context to read llama.cpp's own allocation.

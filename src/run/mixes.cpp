@@ -141,6 +141,22 @@ Status copy_file(const std::string& from, const std::string& to) {
   return write_file_atomic(to, text);
 }
 
+}  // namespace
+
+Result<std::string> build_mix(Env& e, const std::string& mix) {
+  const std::string path = e.W + "/llama-" + mix + ".gguf";
+  if (file_exists(path)) return path;
+  const std::string tmp = e.W + "/llama-" + mix + ".partial.gguf";
+  GAMMA_RETURN_IF_ERROR(e.stage("llama-quantize " + mix + " -> " + path, mix_seconds(e.ms, mix), [&]() -> Status {
+    GAMMA_RETURN_IF_ERROR(run_tool("llama-quantize", quantize_cmd(e, mix, tmp), e.W + "/llama-" + mix + ".log"));
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::errorf("cannot write {}", path);
+    return Status::ok();
+  }));
+  return path;
+}
+
+namespace {
+
 Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted, const std::string& cache) {
   MixRow r;
   r.name = mix;
@@ -159,14 +175,7 @@ Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted, cons
   });
   // With a speed or memory budget llama-bench (or libllama) measures the mix too, so its file is needed even when its
   // evaluations were kept.
-  if ((!measured || speed_budget(e) || memory_budget(e)) && !file_exists(r.path)) {
-    const std::string tmp = e.W + "/llama-" + mix + ".partial.gguf";
-    GAMMA_RETURN_IF_ERROR(e.stage("llama-quantize " + mix + " -> " + r.path, mix_seconds(e.ms, mix), [&]() -> Status {
-      GAMMA_RETURN_IF_ERROR(run_tool("llama-quantize", quantize_cmd(e, mix, tmp), e.W + "/llama-" + mix + ".log"));
-      if (std::rename(tmp.c_str(), r.path.c_str()) != 0) return Status::errorf("cannot write {}", r.path);
-      return Status::ok();
-    }));
-  }
+  if (!measured || speed_budget(e) || memory_budget(e)) GAMMA_RETURN_IF_ERROR(build_mix(e, mix).status());
   GAMMA_ASSIGN_OR_RETURN(ValidScore v, validate(e, r.path, stem));
   r.bytes = v.file_bytes;
   r.valid_kld = v.kld;

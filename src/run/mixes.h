@@ -16,6 +16,9 @@ namespace gm::run {
 // (Q2_K_S, IQ2_* and IQ1_* need an imatrix; llama-quantize's dry run says which, per model).
 const std::vector<std::string>& standard_mixes();
 bool is_standard_mix(const std::string& name);
+// A mix given by name where a size or a speed is asked for (--size Q3_K_M, --min-decode Q4_0):
+// the standard mix `text` names, in any case ("q3_k_m" is Q3_K_M), or "" when it names none.
+std::string mix_size_name(const std::string& text);
 
 // The file llama-quantize would write for `mix` from `teacher` (with `imatrix` unless empty):
 // its --dry-run's "quant size" (tensor data) plus the teacher's header; within a few KiB of

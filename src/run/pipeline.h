@@ -202,10 +202,10 @@ struct MixRow {
   bool fits = false;
 };
 std::vector<std::string> quantize_cmd(const Env& e, const std::string& mix, const std::string& out);
+// W/llama-MIX.gguf, quantized from the teacher with the imatrix unless it is there already.
+Result<std::string> build_mix(Env& e, const std::string& mix);
 // The predicted file sizes of the mixes compared_mixes builds for `budget` (none with --compare none).
 Result<std::vector<uint64_t>> compared_mix_sizes(Env& e, uint64_t budget);
-// --size MIX: the standard mix `text` names (any case: "q3_k_m" is Q3_K_M), or "" for a byte count.
-std::string mix_size_name(const std::string& text);
 // llama-quantize's prediction of the mix's file from the run's teacher and imatrix (both made);
 // an error when it cannot make it here (an IQ1/IQ2 mix under --imatrix none).
 Result<uint64_t> predicted_mix_size(Env& e, const std::string& mix);
@@ -271,6 +271,10 @@ bool shared_machine(const Env& e, double other_cores);
 // gamma speed's own cache measure nothing), into e.speed and e.table. Made from the pool's
 // preview, before any candidate is quantized.
 Status make_speed_table(Env& e, const Manifest& m);
+// --min-decode / --min-prefill as tokens/s (Env::min_decode_tps, min_prefill_tps) by the table.
+// A mix's name needs that mix's file, built from the teacher and imatrix: so unless `teacher_made`
+// such a target is left unresolved (returns false).
+Result<bool> resolve_speed_targets(Env& e, const Manifest& m, bool teacher_made);
 // The speed and memory budgets as a name part ("" without them, else e.g. "-tg27.4-mem2147483648c8192"):
 // the files solved at a size under one budget are never taken for another's on a rerun.
 std::string budgets_tag(const Env& e);

@@ -267,30 +267,35 @@ Status run_pipeline(const RunOptions& o) {
   // A speed budget is checked before the pool is quantized: the speed table needs only the
   // candidates' types and shapes, and whether any plan reaches the speed at a size does not
   // depend on the scores (the preview's static ones serve).
-  if (speed_budget(e) || memory_budget(e)) {
-    GAMMA_RETURN_IF_ERROR(make_speed_table(e, preview));
-    GAMMA_RETURN_IF_ERROR(measure_memory(e));
+  // The budgets are checked as soon as they are known: speed and memory before the teacher, a
+  // size or speed given as a mix's name once the teacher and imatrix make it; always before the pool.
+  bool speed_known = true;
+  auto check_budgets = [&](bool teacher_made) -> Status {
+    if (!speed_budget(e) && !memory_budget(e)) return Status::ok();
+    GAMMA_ASSIGN_OR_RETURN(speed_known, resolve_speed_targets(e, preview, teacher_made));
+    if (!speed_known) return Status::ok();
     GAMMA_ASSIGN_OR_RETURN(scores::Scores pst, scores::Scores::from_manifest(preview));
     GAMMA_ASSIGN_OR_RETURN(auto pstat, solve::Allocator::create(preview, pst, {}));
     for (uint64_t s : sizes)
       if (s) GAMMA_RETURN_IF_ERROR(head_rules(e, preview, pstat, s).status());
+    return Status::ok();
+  };
+  if (speed_budget(e) || memory_budget(e)) {
+    GAMMA_RETURN_IF_ERROR(make_speed_table(e, preview));
+    GAMMA_RETURN_IF_ERROR(measure_memory(e));
+    GAMMA_RETURN_IF_ERROR(check_budgets(false));
   }
 
   GAMMA_RETURN_IF_ERROR(make_teacher(e));
-  if (std::count(sizes.begin(), sizes.end(), 0) && !o.sizes.empty()) {
-    for (size_t i = 0; i < sizes.size(); ++i)
-      if (const std::string mix = mix_size_name(o.sizes[i]); !mix.empty()) {
-        GAMMA_ASSIGN_OR_RETURN(sizes[i], predicted_mix_size(e, mix));
-        std::printf("== --size %s: llama.cpp's %s of this model, %s (llama-quantize --dry-run)\n", o.sizes[i].c_str(),
-                    mix.c_str(), format_size(sizes[i]).c_str());
-      }
-    GAMMA_RETURN_IF_ERROR(check_sizes());
-    if (speed_budget(e) || memory_budget(e)) {
-      GAMMA_ASSIGN_OR_RETURN(scores::Scores pst, scores::Scores::from_manifest(preview));
-      GAMMA_ASSIGN_OR_RETURN(auto pstat, solve::Allocator::create(preview, pst, {}));
-      for (uint64_t s : sizes) GAMMA_RETURN_IF_ERROR(head_rules(e, preview, pstat, s).status());
+  const bool sizes_named = std::count(sizes.begin(), sizes.end(), 0) && !o.sizes.empty();
+  for (size_t i = 0; sizes_named && i < sizes.size(); ++i)
+    if (const std::string mix = mix_size_name(o.sizes[i]); !mix.empty()) {
+      GAMMA_ASSIGN_OR_RETURN(sizes[i], predicted_mix_size(e, mix));
+      std::printf("== --size %s: llama.cpp's %s of this model, %s (llama-quantize --dry-run)\n", o.sizes[i].c_str(),
+                  mix.c_str(), format_size(sizes[i]).c_str());
     }
-  }
+  GAMMA_RETURN_IF_ERROR(check_sizes());
+  if (sizes_named || !speed_known) GAMMA_RETURN_IF_ERROR(check_budgets(true));
   GAMMA_RETURN_IF_ERROR(make_pool(e, po, preview, sizes));
   GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(e.pool));
   if (e.table) GAMMA_RETURN_IF_ERROR(e.table->covers(man).with_context(e.speed));

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "gguf_model/model.h"
+#include "run/mixes.h"
 #include "run/pipeline.h"
 #include "run/proc.h"
 #include "scores/scores.h"
@@ -52,14 +53,27 @@ Status make_speed_table(Env& e, const Manifest& m) {
   }
   GAMMA_ASSIGN_OR_RETURN(speed::CostTable t, speed::CostTable::load(e.speed));
   GAMMA_RETURN_IF_ERROR(t.covers(m).with_context(e.speed));
-  GAMMA_ASSIGN_OR_RETURN(speed::SpeedTargets st, speed::speed_targets(e.o.min_decode, e.o.min_prefill, m, t));
+  e.table = std::move(t);
+  return Status::ok();
+}
+
+Result<bool> resolve_speed_targets(Env& e, const Manifest& m, bool teacher_made) {
+  if (!speed_budget(e)) return true;
+  std::string args[2] = {e.o.min_decode, e.o.min_prefill};
+  for (auto& a : args) {
+    const std::string mix = mix_size_name(a);
+    if (mix.empty()) continue;
+    if (!teacher_made) return false;
+    // "As fast as the mix": its file, built as the comparison builds it (and then reused there).
+    GAMMA_ASSIGN_OR_RETURN(a, build_mix(e, mix));
+  }
+  GAMMA_ASSIGN_OR_RETURN(speed::SpeedTargets st, speed::speed_targets(args[0], args[1], m, *e.table));
   e.min_decode_tps = st.decode_tps;
   e.min_prefill_tps = st.prefill_tps;
   std::printf("   speed budget: decode >= %.2f, prompts >= %.1f tokens/s by the speed table (0: none)\n", e.min_decode_tps,
               e.min_prefill_tps);
   std::fflush(stdout);  // before any error line on stderr
-  e.table = std::move(t);
-  return Status::ok();
+  return true;
 }
 
 std::string budgets_tag(const Env& e) {
