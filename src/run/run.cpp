@@ -232,10 +232,12 @@ Status run_pipeline(const RunOptions& o) {
   // A standard mix's name is that mix's file size, known once the imatrix is (it changes some
   // mixes' types: IQ3_XXS on Qwen-1.5B is 750 MiB of tensors without one, 728 with); 0 until then.
   std::vector<uint64_t> sizes;
+  bool sizes_named = false;  // some --size is a mix's name, not resolved yet
   Status size_error;
   for (const auto& s : o.sizes) {
     if (!mix_size_name(s).empty()) {
       sizes.push_back(0);
+      sizes_named = true;
       continue;
     }
     auto b = solve::parse_size(s);
@@ -253,7 +255,7 @@ Status run_pipeline(const RunOptions& o) {
                           format_size(range.max));
   auto check_sizes = [&]() -> Status {
     for (size_t i = 0; i < sizes.size(); ++i)
-      if (sizes[i] && sizes[i] < range.min)
+      if (!(sizes_named && !mix_size_name(o.sizes[i]).empty()) && sizes[i] < range.min)
         return Status::errorf("--size {}{} is below the smallest file this pool can make: the feasible range is {} to {}",
                               o.sizes[i], mix_size_name(o.sizes[i]).empty() ? "" : " (" + format_size(sizes[i]) + ")",
                               format_size(range.min), format_size(range.max));
@@ -276,8 +278,9 @@ Status run_pipeline(const RunOptions& o) {
     if (!speed_known) return Status::ok();
     GAMMA_ASSIGN_OR_RETURN(scores::Scores pst, scores::Scores::from_manifest(preview));
     GAMMA_ASSIGN_OR_RETURN(auto pstat, solve::Allocator::create(preview, pst, {}));
-    for (uint64_t s : sizes)
-      if (s) GAMMA_RETURN_IF_ERROR(head_rules(e, preview, pstat, s).status());
+    for (size_t i = 0; i < sizes.size(); ++i)
+      if (!(sizes_named && !mix_size_name(o.sizes[i]).empty()))
+        GAMMA_RETURN_IF_ERROR(head_rules(e, preview, pstat, sizes[i]).status());
     return Status::ok();
   };
   if (speed_budget(e) || memory_budget(e)) {
@@ -287,15 +290,16 @@ Status run_pipeline(const RunOptions& o) {
   }
 
   GAMMA_RETURN_IF_ERROR(make_teacher(e));
-  const bool sizes_named = std::count(sizes.begin(), sizes.end(), 0) && !o.sizes.empty();
+  const bool were_named = sizes_named;
   for (size_t i = 0; sizes_named && i < sizes.size(); ++i)
     if (const std::string mix = mix_size_name(o.sizes[i]); !mix.empty()) {
       GAMMA_ASSIGN_OR_RETURN(sizes[i], predicted_mix_size(e, mix));
       std::printf("== --size %s: llama.cpp's %s of this model, %s (llama-quantize --dry-run)\n", o.sizes[i].c_str(),
                   mix.c_str(), format_size(sizes[i]).c_str());
     }
+  sizes_named = false;
   GAMMA_RETURN_IF_ERROR(check_sizes());
-  if (sizes_named || !speed_known) GAMMA_RETURN_IF_ERROR(check_budgets(true));
+  if (were_named || !speed_known) GAMMA_RETURN_IF_ERROR(check_budgets(true));
   GAMMA_RETURN_IF_ERROR(make_pool(e, po, preview, sizes));
   GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(e.pool));
   if (e.table) GAMMA_RETURN_IF_ERROR(e.table->covers(man).with_context(e.speed));
