@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Qwen-1.5B default job at 880MiB with a streamed pool and an F16 teacher (issue 44's "after" at
+# 880MiB), from an empty work directory and an empty gamma cache (only the model and llama.cpp's source linked in).
+cd /work/runs/s880
+export GAMMA_CACHE=/work/runs/s880/cache
+( while true; do echo "$(date +%s) $(du -sbL run 2>/dev/null | cut -f1) $(du -sb cache 2>/dev/null | cut -f1)" >> disk.samples; sleep 15; done ) &
+mon=$!
+date +%s > start.epoch
+/usr/bin/time -v -o time.txt ./b/cli/gamma run qwen2.5-coder-1.5b --size 880MiB -w run -t 2 --stream-pool --teacher-type f16 "$@" > run.log 2>&1
+echo "exit $?" >> run.log
+date +%s > end.epoch
+kill $mon
