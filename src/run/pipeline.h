@@ -174,6 +174,8 @@ struct Variant {
 // are removed once measured.
 Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solve::Allocator& stat,
                                          const std::vector<Scorer>& scorers, uint64_t size);
+// Where a variant's files live: W/at-SIZE/NAME (+ .gguf, + .<eval tag>.json).
+std::string variant_stem(const Variant& v);
 // The one rule that chooses: the least validation score among the finalists.
 const Variant& best_of(const std::vector<Variant>& vs);
 // The scorer family a variant belongs to: its scorer, with GAMMA's transforms and blend (gamma-*)

@@ -233,6 +233,7 @@ Status run_pipeline(const RunOptions& o) {
   // mixes' types: IQ3_XXS on Qwen-1.5B is 750 MiB of tensors without one, 728 with); 0 until then.
   std::vector<uint64_t> sizes;
   bool sizes_named = false;  // some --size is a mix's name, not resolved yet
+  auto unresolved = [&](size_t i) { return sizes_named && !mix_size_name(o.sizes[i]).empty(); };
   Status size_error;
   for (const auto& s : o.sizes) {
     if (!mix_size_name(s).empty()) {
@@ -255,7 +256,7 @@ Status run_pipeline(const RunOptions& o) {
                           format_size(range.max));
   auto check_sizes = [&]() -> Status {
     for (size_t i = 0; i < sizes.size(); ++i)
-      if (!(sizes_named && !mix_size_name(o.sizes[i]).empty()) && sizes[i] < range.min)
+      if (!unresolved(i) && sizes[i] < range.min)
         return Status::errorf("--size {}{} is below the smallest file this pool can make: the feasible range is {} to {}",
                               o.sizes[i], mix_size_name(o.sizes[i]).empty() ? "" : " (" + format_size(sizes[i]) + ")",
                               format_size(range.min), format_size(range.max));
@@ -266,11 +267,10 @@ Status run_pipeline(const RunOptions& o) {
   e.pool_quantize_s = pool_quantize_seconds(e, preview);
   e.pool_window_bytes = pool_window_bytes(e, preview);
   if (o.dry_run) return dry_run(e, preview, range, std::max<int>(1, int(sizes.size())));
-  // A speed budget is checked before the pool is quantized: the speed table needs only the
-  // candidates' types and shapes, and whether any plan reaches the speed at a size does not
-  // depend on the scores (the preview's static ones serve).
-  // The budgets are checked as soon as they are known: speed and memory before the teacher, a
-  // size or speed given as a mix's name once the teacher and imatrix make it; always before the pool.
+  // The budgets are checked before the pool is quantized, as soon as they are known: the speed
+  // table needs only the candidates' types and shapes, and whether any plan reaches the speed at a
+  // size does not depend on the scores (the preview's static ones serve); a size or speed given
+  // as a mix's name is known once the teacher and imatrix make it.
   bool speed_known = true;
   auto check_budgets = [&](bool teacher_made) -> Status {
     if (!speed_budget(e) && !memory_budget(e)) return Status::ok();
@@ -279,8 +279,7 @@ Status run_pipeline(const RunOptions& o) {
     GAMMA_ASSIGN_OR_RETURN(scores::Scores pst, scores::Scores::from_manifest(preview));
     GAMMA_ASSIGN_OR_RETURN(auto pstat, solve::Allocator::create(preview, pst, {}));
     for (size_t i = 0; i < sizes.size(); ++i)
-      if (!(sizes_named && !mix_size_name(o.sizes[i]).empty()))
-        GAMMA_RETURN_IF_ERROR(head_rules(e, preview, pstat, sizes[i]).status());
+      if (!unresolved(i)) GAMMA_RETURN_IF_ERROR(head_rules(e, preview, pstat, sizes[i]).status());
     return Status::ok();
   };
   if (speed_budget(e) || memory_budget(e)) {

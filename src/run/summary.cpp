@@ -137,12 +137,10 @@ Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& s
   // --each-scorer: the other scorers' own best files beside gamma's, on the same chunks.
   summary["scorer_bests"] = json::array();
   for (const auto& v : families) {
-    const std::string dir = fs::path(v.plan).parent_path().string();
-    const std::string gguf = dir + "/" + v.name + ".gguf", stem = dir + "/" + v.name;
-    if (!file_exists(e.eval_path(stem, e.report)) || !std::all_of(e.also.begin(), e.also.end(), [&](const EvalText& t) {
-          return file_exists(e.eval_path(stem, t));
-        }))
-      GAMMA_RETURN_IF_ERROR(emit_variant(e, v, gguf));
+    const std::string stem = variant_stem(v), gguf = stem + ".gguf";
+    std::vector<EvalText> reported = e.also;
+    reported.push_back(e.report);
+    if (!validated(e, stem, reported)) GAMMA_RETURN_IF_ERROR(emit_variant(e, v, gguf));
     GAMMA_ASSIGN_OR_RETURN(EvalResult ev, eval_file(e, gguf, stem, e.report));
     json row = report_row("best " + scorer_family(v) + " (" + v.name + ")", gguf, ev, v.kld);
     GAMMA_ASSIGN_OR_RETURN(std::vector<EvalResult> also, eval_also(e, gguf, stem));

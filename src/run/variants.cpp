@@ -46,7 +46,20 @@ void record(Variant& v, const ValidScore& r, bool every_chunk) {
   if (auto pl = Plan::load(v.plan); pl.is_ok() && pl->info.contains("speed")) v.speed = pl->info["speed"];
 }
 
+// Emits `v` (unless measured already), measures it on every validation chunk, removes the file.
+Status validate_in_full(Env& e, Variant& v) {
+  const std::string gguf = variant_stem(v) + ".gguf", stem = variant_stem(v);
+  if (!validated(e, stem)) GAMMA_RETURN_IF_ERROR(emit_variant(e, v, gguf));
+  GAMMA_ASSIGN_OR_RETURN(ValidScore r, validate(e, gguf, stem));
+  std::error_code ec;
+  fs::remove(gguf, ec);
+  record(v, r, true);
+  return Status::ok();
+}
+
 }  // namespace
+
+std::string variant_stem(const Variant& v) { return fs::path(v.plan).parent_path().string() + "/" + v.name; }
 
 Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solve::Allocator& stat,
                                          const std::vector<Scorer>& scorers, uint64_t size) {
@@ -110,12 +123,7 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
               e.valid.front().chunks, out.size(), e.o.race_keep, out[order.front()].name.c_str());
   for (int k = 0; k < e.o.race_keep; ++k) {
     Variant& v = out[order[k]];
-    if (v.finalist) continue;
-    const std::string gguf = dir + "/" + v.name + ".gguf", stem = dir + "/" + v.name;
-    if (!validated(e, stem)) GAMMA_RETURN_IF_ERROR(emit_variant(e, v, gguf));
-    GAMMA_ASSIGN_OR_RETURN(ValidScore r, validate(e, gguf, stem));
-    fs::remove(gguf, ec);
-    record(v, r, true);
+    if (!v.finalist) GAMMA_RETURN_IF_ERROR(validate_in_full(e, v));
   }
   return out;
 }
@@ -139,17 +147,10 @@ Result<std::vector<Variant>> family_bests(Env& e, const std::vector<Variant>& vs
     std::vector<Variant> mine;
     for (const auto& v : vs)
       if (scorer_family(v) == f) mine.push_back(v);
-    if (std::none_of(mine.begin(), mine.end(), [](const Variant& v) { return v.finalist; })) {
-      Variant& r = *std::min_element(mine.begin(), mine.end(),
-                                     [](const Variant& a, const Variant& b) { return a.race_kld < b.race_kld; });
-      const std::string dir = fs::path(r.plan).parent_path().string();
-      const std::string gguf = dir + "/" + r.name + ".gguf", stem = dir + "/" + r.name;
-      if (!validated(e, stem)) GAMMA_RETURN_IF_ERROR(emit_variant(e, r, gguf));
-      GAMMA_ASSIGN_OR_RETURN(ValidScore s, validate(e, gguf, stem));
-      std::error_code ec;
-      fs::remove(gguf, ec);
-      record(r, s, true);
-    }
+    if (std::none_of(mine.begin(), mine.end(), [](const Variant& v) { return v.finalist; }))
+      GAMMA_RETURN_IF_ERROR(validate_in_full(e, *std::min_element(mine.begin(), mine.end(), [](const Variant& a, const Variant& b) {
+        return a.race_kld < b.race_kld;
+      })));
     out.push_back(best_of(mine));
   }
   return out;
