@@ -40,10 +40,14 @@ std::string llama_bench(const SpeedOpts& o) {
 
 void run_pool(const SpeedOpts& o, speed::CostModel& cm) {
   if (o.out.empty()) throw Failure("--pool needs --out (the gamma.speed file to write)");
-  if (!o.files.empty()) throw Failure("give files or --pool, not both");
+  for (const auto& f : o.files)
+    if (!file_exists(f)) throw Failure(fmt::format("{}: no such file", f));
   fail_if(check_writable_dir(o.out));
   Manifest m = value_or_fail(Manifest::load(o.pool));
   speed::CostTable t = value_or_fail(speed::cost_table(m, cm, llama_bench(o), o.reference));
+  // Files named with --pool are priced at their own types too: what gamma solve --min-decode FILE
+  // reads when FILE's types are not among the candidates.
+  for (const auto& f : o.files) value_or_fail(speed::price_file(t, m, f, cm));
   fail_if(t.save(o.out));
   std::printf("speed table: %zu modules, rest %.0f us/token decode, %.0f us/batch prompt (%s) -> %s\n", t.cost.size(),
               t.rest.decode_us, t.rest.prefill_us, t.rest.reference.c_str(), o.out.c_str());
@@ -164,7 +168,7 @@ void add_speed(CLI::App& app) {
   auto o = std::make_shared<SpeedOpts>();
   auto* c = app.add_subcommand("speed", "predict files' tokens/s on this machine (or --pool: the speed table for solve)");
   c->add_option("files", o->files, "GGUF files of one model");
-  c->add_option("--pool", o->pool, "write the pool's speed table (gamma.speed) instead");
+  c->add_option("--pool", o->pool, "write the pool's speed table (gamma.speed) instead; files given beside it are priced at their own types too");
   c->add_option("--reference", o->reference, "the file llama-bench measures the rest of the graph on (default: the first file, or the pool's source)");
   c->add_flag("--bench", o->bench, "also measure each file with llama-bench and print the prediction's error");
   c->add_option("--rounds", o->rounds, "with --bench: llama-bench rounds over all files, each file's fastest kept")->capture_default_str();

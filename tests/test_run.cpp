@@ -676,6 +676,23 @@ TEST(RunPipeline, SpeedBudgetBindsThePlanAndTheReportMeasuresIt) {
   ASSERT_TRUE(j.is_ok()) << j.status().message();
   EXPECT_EQ((*j)["speed"]["min_decode_given"], "q4_0");
   EXPECT_NEAR((*j)["speed"]["min_decode_tps"].get<double>(), as_file, 1e-9 * as_file);
+  // A mix of a type no candidate has (Q4_1, this pool has Q4_0, Q5_0, Q8_0): its types are timed
+  // into the run's table, and the budget is its speed by that table, not a refusal.
+  r = gamma("run " + common + " -w " + d / "byname" + " --min-decode Q4_1");
+  EXPECT_EQ(r.output.find("does not price"), std::string::npos) << r.output;
+  auto priced = read_json(d / "byname/speed.json", "gamma.speed", 1);
+  ASSERT_TRUE(priced.is_ok());
+  EXPECT_TRUE((*priced)["cost"]["blk.0.attn_q.weight"].contains("Q4_1")) << (*priced)["cost"]["blk.0.attn_q.weight"].dump();
+  if (r.exit_code == 0) {
+    j = read_json(d / "byname/run.json", "gamma.run", 2);
+    ASSERT_TRUE(j.is_ok()) << j.status().message();
+    EXPECT_EQ((*j)["speed"]["min_decode_given"], "Q4_1");
+    for (const auto& v : (*j)["tried"])
+      EXPECT_GE(v["speed"]["predicted_tg128"].get<double>(), (*j)["speed"]["min_decode_tps"].get<double>() * (1 - 1e-9));
+  } else {  // the Q4_1 file decodes faster than any plan of this size: the one line says so
+    EXPECT_NE(r.output.find("gamma: error: no plan of at most 0.3 MiB (330000 bytes) decodes at "), std::string::npos)
+        << r.output;
+  }
 
   // A memory budget: every variant solved within it, and the report loads each file with that
   // context to read llama.cpp's own allocation.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -66,6 +67,17 @@ Result<bool> resolve_speed_targets(Env& e, const Manifest& m, bool teacher_made)
     if (!teacher_made) return false;
     // "As fast as the mix": its file, built as the comparison builds it (and then reused there).
     GAMMA_ASSIGN_OR_RETURN(a, build_mix(e, mix));
+  }
+  // A file's types need not be the pool's candidates (a Q4_0 mix, a pool without Q4_0): they are
+  // timed into the table here, seconds of kernels, once per file.
+  std::optional<speed::CostModel> cm;
+  for (const auto& a : args) {
+    if (!speed::names_file(a)) continue;
+    if (!cm) {
+      GAMMA_ASSIGN_OR_RETURN(cm, speed::CostModel::open(std::stoi(e.T)));
+    }
+    GAMMA_ASSIGN_OR_RETURN(int added, speed::price_file(*e.table, m, a, *cm));
+    if (added > 0) GAMMA_RETURN_IF_ERROR(e.table->save(e.speed));
   }
   GAMMA_ASSIGN_OR_RETURN(speed::SpeedTargets st, speed::speed_targets(args[0], args[1], m, *e.table));
   e.min_decode_tps = st.decode_tps;

@@ -396,25 +396,50 @@ std::optional<double> tokens_per_second(const std::string& arg) {
 }
 }  // namespace
 
+bool names_file(const std::string& arg) { return !tokens_per_second(arg) && file_exists(arg); }
+
 Status check_speed_target(const std::string& arg) {
   if (auto v = tokens_per_second(arg))
     return *v >= 0 && std::isfinite(*v) ? Status::ok() : Status::errorf("{}: tokens/s must be a non-negative number", arg);
   return file_exists(arg) ? Status::ok() : Status::errorf("{}: neither tokens/s nor a GGUF file", arg);
 }
 
-Result<double> speed_target(const std::string& arg, const Manifest& m, const CostTable& t, bool decode) {
-  GAMMA_RETURN_IF_ERROR(check_speed_target(arg));
-  if (auto v = tokens_per_second(arg)) return *v;
-  GAMMA_ASSIGN_OR_RETURN(auto model, Model::open(arg));
+namespace {
+// A file's weights, when it is the pool's model: every linear module by name and shape.
+Result<std::vector<Weight>> pool_model_weights(const std::string& path, const Manifest& m) {
+  GAMMA_ASSIGN_OR_RETURN(auto model, Model::open(path));
   GAMMA_ASSIGN_OR_RETURN(auto ws, weights_of(*model));
-  for (const auto& w : ws) {  // the pool's model: every linear module by name and shape
+  for (const auto& w : ws) {
     if (w.head) continue;
     const auto* e = m.find(w.name);
     if (!e || e->shape.size() != 2 || e->shape[0] != w.n_in || e->shape[1] != w.n_out)
-      return Status::errorf("{} is not the pool's model ({} {})", arg, w.name, e ? "has another shape" : "is not a module");
+      return Status::errorf("{} is not the pool's model ({} {})", path, w.name, e ? "has another shape" : "is not a module");
   }
-  GAMMA_ASSIGN_OR_RETURN(Speed s, t.predict(*model));
+  return ws;
+}
+}  // namespace
+
+Result<double> speed_target(const std::string& arg, const Manifest& m, const CostTable& t, bool decode) {
+  GAMMA_RETURN_IF_ERROR(check_speed_target(arg));
+  if (auto v = tokens_per_second(arg)) return *v;
+  GAMMA_ASSIGN_OR_RETURN(auto ws, pool_model_weights(arg, m));
+  GAMMA_ASSIGN_OR_RETURN(Speed s, t.predict(ws));
   return decode ? s.decode_tps : s.prefill_tps;
+}
+
+Result<int> price_file(CostTable& t, const Manifest& m, const std::string& file, CostModel& cm) {
+  GAMMA_ASSIGN_OR_RETURN(auto ws, pool_model_weights(file, m));
+  const Layer layer = layer_of(m);
+  int added = 0;
+  for (const auto& w : ws) {
+    if (t.cost.count(w.name) && t.cost.at(w.name).count(w.type)) continue;
+    // As cost_table prices the pool's own: a module in its type's context, the head alone.
+    GAMMA_ASSIGN_OR_RETURN(KernelTime k, w.head ? cm.kernel(w.type, w.n_in, w.n_out, true)
+                                                : cm.module(w.type, w.n_in, w.n_out, layer));
+    t.cost[w.name][w.type] = k;
+    ++added;
+  }
+  return added;
 }
 
 Result<SpeedTargets> speed_targets(const std::string& min_decode, const std::string& min_prefill, const Manifest& m,
@@ -458,12 +483,7 @@ Result<CostTable> cost_table(const Manifest& m, CostModel& cm, const std::string
     t.cost[head.name][type] = k;
   }
   const std::string ref = reference.empty() ? m.model_path : reference;
-  {
-    GAMMA_ASSIGN_OR_RETURN(auto model, Model::open(ref));
-    GAMMA_ASSIGN_OR_RETURN(auto ws, weights_of(*model));
-    for (const auto& w : ws)
-      if (!w.head && !m.find(w.name)) return Status::errorf("{} is not the pool's model (no module {})", ref, w.name);
-  }
+  GAMMA_RETURN_IF_ERROR(pool_model_weights(ref, m).status());
   GAMMA_RETURN_IF_ERROR(cm.calibrate(llama_bench, ref));
   t.rest = cm.rest();
   return t;

@@ -143,6 +143,11 @@ struct CostTable {
 // the prediction's absolute error moved by 10-19 % between runs on this machine while the ratio
 // of two files' predictions held within 2 % (results/speed_model/goal_qwen/).
 Result<double> speed_target(const std::string& arg, const Manifest& m, const CostTable& t, bool decode);
+// Adds to `t` every weight of `file` (a GGUF of the pool `m`'s model) at its own type where the
+// table lacks it, measured on `cm` as cost_table measures the candidates; returns how many. So a
+// budget named by a file whose types are not among the candidates (llama.cpp's Q4_0 of a model
+// whose pool has no Q4_0) is priced by the same table, in seconds, instead of refused.
+Result<int> price_file(CostTable& t, const Manifest& m, const std::string& file, CostModel& cm);
 // --min-decode and --min-prefill (either may be empty: 0) resolved by speed_target, an error
 // naming its option.
 struct SpeedTargets {
@@ -150,6 +155,8 @@ struct SpeedTargets {
 };
 Result<SpeedTargets> speed_targets(const std::string& min_decode, const std::string& min_prefill, const Manifest& m,
                                    const CostTable& t);
+// Whether a speed target is given as a file that exists (not as tokens/s, not missing).
+bool names_file(const std::string& arg);
 // What speed_target checks before any table exists: a number >= 0, or a file that exists.
 Status check_speed_target(const std::string& arg);
 
