@@ -208,6 +208,9 @@ TEST_F(Fixture, ResourceLimitsAreOneLineErrors) {
                 .find("gamma.speed"),
             std::string::npos);
   EXPECT_NE(fails("speed " + out + "/missing.gguf").find("no such file"), std::string::npos);
+  // "As fast as each size's mix" needs every size to be a mix's name.
+  EXPECT_EQ(fails("run " + stories260k() + " --size Q4_0,330000 --min-decode mix --dry-run -w " + out + "/w"),
+            "gamma: error: --min-decode mix: every --size must be a llama.cpp mix's name (--size 330000 is not)\n");
 
   std::ofstream(d / "empty.txt").close();
   std::ofstream(d / "huge.txt").close();

@@ -13,6 +13,7 @@
 #include "pool/pool.h"
 #include "run/mixes.h"
 #include "run/run.h"
+#include "speed/speed.h"
 #include "testing.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -693,6 +694,32 @@ TEST(RunPipeline, SpeedBudgetBindsThePlanAndTheReportMeasuresIt) {
     EXPECT_NE(r.output.find("gamma: error: no plan of at most 0.3 MiB (330000 bytes) decodes at "), std::string::npos)
         << r.output;
   }
+
+  // "mix": at each size named by a mix, as fast as that mix (one run, a goal table's speed column):
+  // each size's budget is its own mix's speed by the table, and each size's plans meet it.
+  r = gamma("run " + stories260k() + " --size Q4_0,Q8_0 --min-decode mix --compare Q8_0 --types Q4_0,Q5_0,Q8_0 "
+            "--scorers static --imatrix none -c 128 --chunks 2 -t 1 --bench-rounds 1 -w " + d / "byname");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto table = speed::CostTable::load(d / "byname/speed.json");
+  ASSERT_TRUE(table.is_ok()) << table.status().message();
+  auto sweep = read_json(d / "byname/sweep.json", "gamma.run.sweep", 1);
+  ASSERT_TRUE(sweep.is_ok()) << sweep.status().message();
+  ASSERT_EQ((*sweep)["sizes"].size(), 2u);
+  std::set<double> budgets;
+  for (size_t i = 0; i < 2; ++i) {
+    const std::string mix = i == 0 ? "Q4_0" : "Q8_0";
+    const std::string file = d / ("byname/llama-" + mix + ".gguf");
+    auto model = Model::open(file);
+    ASSERT_TRUE(model.is_ok()) << model.status().message();
+    auto want = table->predict(**model);
+    ASSERT_TRUE(want.is_ok()) << want.status().message();
+    const json* one = &(*sweep)["sizes"][i];
+    EXPECT_NEAR((*one)["speed"]["min_decode_tps"].get<double>(), want->decode_tps, 1e-9 * want->decode_tps) << mix;
+    for (const auto& v : (*one)["tried"])
+      EXPECT_GE(v["speed"]["predicted_tg128"].get<double>(), want->decode_tps * (1 - 1e-9)) << mix << " " << v.dump();
+    budgets.insert(want->decode_tps);
+  }
+  EXPECT_EQ(budgets.size(), 2u);  // two mixes, two budgets
 
   // A memory budget: every variant solved within it, and the report loads each file with that
   // context to read llama.cpp's own allocation.

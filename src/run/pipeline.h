@@ -63,6 +63,14 @@ struct Env {
   std::string speed;                       // W/speed.json with a speed budget, else ""
   std::optional<speed::CostTable> table;   // its contents
   double min_decode_tps = 0, min_prefill_tps = 0;  // --min-decode / --min-prefill resolved by it
+  // Per --size when they are given as "mix" (RunOptions::kSizeMix), else empty.
+  std::vector<speed::SpeedTargets> size_speeds;
+  // The budgets at the i-th --size (the same at every size unless given per size).
+  void speed_at(size_t i) {
+    if (i >= size_speeds.size()) return;
+    min_decode_tps = size_speeds[i].decode_tps;
+    min_prefill_tps = size_speeds[i].prefill_tps;
+  }
   std::string memory_source;                       // W/memory-source-*.json: the source's allocation, measured once
   std::optional<speed::MemoryUse> source_memory;   // llama.cpp's allocation for the source at --ctx
   // Quantizing the pool's candidates once (its window when pruned), estimated: the pool stage's

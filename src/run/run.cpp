@@ -278,8 +278,13 @@ Status run_pipeline(const RunOptions& o) {
     if (!speed_known) return Status::ok();
     GAMMA_ASSIGN_OR_RETURN(scores::Scores pst, scores::Scores::from_manifest(preview));
     GAMMA_ASSIGN_OR_RETURN(auto pstat, solve::Allocator::create(preview, pst, {}));
-    for (size_t i = 0; i < sizes.size(); ++i)
-      if (!unresolved(i)) GAMMA_RETURN_IF_ERROR(head_rules(e, preview, pstat, sizes[i]).status());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      e.speed_at(i);
+      if (unresolved(i)) continue;
+      Status s = head_rules(e, preview, pstat, sizes[i]).status();
+      if (!s.is_ok() && !e.size_speeds.empty()) s = s.with_context("--size " + o.sizes[i]);
+      GAMMA_RETURN_IF_ERROR(s);
+    }
     return Status::ok();
   };
   if (speed_budget(e) || memory_budget(e)) {
@@ -316,6 +321,7 @@ Status run_pipeline(const RunOptions& o) {
   GAMMA_ASSIGN_OR_RETURN(std::vector<Scorer> scorers, prepare_scorers(e, lbpw));
 
   if (budgets.size() == 1) {
+    e.speed_at(0);
     const std::string size_text = o.sizes.empty() ? "" : o.sizes[0];
     return at_target(e, man, scorers, stat, range, budgets[0], size_text, e.W + "/run.json", e.W + "/run.png",
                      true).status();
@@ -325,6 +331,7 @@ Status run_pipeline(const RunOptions& o) {
   for (size_t i = 0; i < budgets.size(); ++i) {
     std::printf("\n==== size %s (%zu of %zu)\n", o.sizes[i].c_str(), i + 1, budgets.size());
     const std::string tag = std::to_string(budgets[i]);
+    e.speed_at(i);
     GAMMA_ASSIGN_OR_RETURN(json s, at_target(e, man, scorers, stat, range, budgets[i], o.sizes[i],
                                              e.W + "/run-" + tag + ".json", e.W + "/run-" + tag + ".png",
                                              i + 1 == budgets.size()));

@@ -110,8 +110,11 @@ struct RunOptions {
   // Speed budgets (tokens/s on this machine, as llama-bench's tg128 / pp512; 0: none): every
   // scorer is solved under them (solve/timed.h, priced by the speed table of src/speed), and the
   // report measures each file with llama-bench (bench_rounds rounds, each file's fastest kept).
-  // Each is tokens/s, or a GGUF of the model: "as fast as this file" (speed::speed_target).
+  // Each is tokens/s, or a GGUF of the model: "as fast as this file" (speed::speed_target), or
+  // a llama.cpp mix's name (as fast as that mix of this model), or kSizeMix: at each --size given
+  // as a mix's name, as fast as that mix (a goal table's speed column, one run).
   std::string min_decode, min_prefill;
+  static constexpr const char* kSizeMix = "mix";
   int bench_rounds = 2;
   // Device budget (speed/memory.h): llama.cpp's whole allocation to run the file with `ctx`
   // tokens of context (KV cache of `kv_type`, "" = f16) at most `memory_bytes` (0: none; the CLI

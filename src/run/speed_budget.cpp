@@ -58,32 +58,51 @@ Status make_speed_table(Env& e, const Manifest& m) {
   return Status::ok();
 }
 
-Result<bool> resolve_speed_targets(Env& e, const Manifest& m, bool teacher_made) {
-  if (!speed_budget(e)) return true;
-  std::string args[2] = {e.o.min_decode, e.o.min_prefill};
-  for (auto& a : args) {
-    const std::string mix = mix_size_name(a);
-    if (mix.empty()) continue;
-    if (!teacher_made) return false;
-    // "As fast as the mix": its file, built as the comparison builds it (and then reused there).
-    GAMMA_ASSIGN_OR_RETURN(a, build_mix(e, mix));
-  }
-  // A file's types need not be the pool's candidates (a Q4_0 mix, a pool without Q4_0): they are
-  // timed into the table here, seconds of kernels, once per file.
-  std::optional<speed::CostModel> cm;
-  for (const auto& a : args) {
-    if (!speed::names_file(a)) continue;
+namespace {
+// One pair of budgets: a mix's name replaced by its file (built as the comparison builds it, then
+// reused there), a file's types timed into the table (they need not be the pool's candidates: a
+// Q4_0 mix, a pool without Q4_0; seconds of kernels, once per file), then each by the table.
+Result<speed::SpeedTargets> resolve_pair(Env& e, const Manifest& m, std::string decode, std::string prefill,
+                                         std::optional<speed::CostModel>& cm) {
+  for (auto* a : {&decode, &prefill}) {
+    if (const std::string mix = mix_size_name(*a); !mix.empty()) {
+      GAMMA_ASSIGN_OR_RETURN(*a, build_mix(e, mix));
+    }
+    if (!speed::names_file(*a)) continue;
     if (!cm) {
       GAMMA_ASSIGN_OR_RETURN(cm, speed::CostModel::open(std::stoi(e.T)));
     }
-    GAMMA_ASSIGN_OR_RETURN(int added, speed::price_file(*e.table, m, a, *cm));
+    GAMMA_ASSIGN_OR_RETURN(int added, speed::price_file(*e.table, m, *a, *cm));
     if (added > 0) GAMMA_RETURN_IF_ERROR(e.table->save(e.speed));
   }
-  GAMMA_ASSIGN_OR_RETURN(speed::SpeedTargets st, speed::speed_targets(args[0], args[1], m, *e.table));
-  e.min_decode_tps = st.decode_tps;
-  e.min_prefill_tps = st.prefill_tps;
-  std::printf("   speed budget: decode >= %.2f, prompts >= %.1f tokens/s by the speed table (0: none)\n", e.min_decode_tps,
-              e.min_prefill_tps);
+  return speed::speed_targets(decode, prefill, m, *e.table);
+}
+}  // namespace
+
+Result<bool> resolve_speed_targets(Env& e, const Manifest& m, bool teacher_made) {
+  if (!speed_budget(e)) return true;
+  const std::string& dec = e.o.min_decode;
+  const std::string& pre = e.o.min_prefill;
+  const bool per_size = dec == RunOptions::kSizeMix || pre == RunOptions::kSizeMix;
+  if (!teacher_made && (per_size || !mix_size_name(dec).empty() || !mix_size_name(pre).empty())) return false;
+  std::optional<speed::CostModel> cm;
+  e.size_speeds.clear();
+  if (!per_size) {
+    GAMMA_ASSIGN_OR_RETURN(speed::SpeedTargets st, resolve_pair(e, m, dec, pre, cm));
+    e.min_decode_tps = st.decode_tps;
+    e.min_prefill_tps = st.prefill_tps;
+    std::printf("   speed budget: decode >= %.2f, prompts >= %.1f tokens/s by the speed table (0: none)\n", e.min_decode_tps,
+                e.min_prefill_tps);
+  }
+  // "mix": each size's own mix (the CLI checked every size is one).
+  for (const auto& size : per_size ? e.o.sizes : std::vector<std::string>{}) {
+    auto at = [&](const std::string& a) { return a == RunOptions::kSizeMix ? size : a; };
+    GAMMA_ASSIGN_OR_RETURN(speed::SpeedTargets st, resolve_pair(e, m, at(dec), at(pre), cm));
+    e.size_speeds.push_back(st);
+    std::printf("   speed budget at --size %s: decode >= %.2f, prompts >= %.1f tokens/s by the speed table (0: none)\n",
+                size.c_str(), st.decode_tps, st.prefill_tps);
+  }
+  e.speed_at(0);
   std::fflush(stdout);  // before any error line on stderr
   return true;
 }

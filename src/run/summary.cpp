@@ -270,8 +270,11 @@ void print_summary(const Env& e, const json& summary, const std::string& json_pa
   const double best_kld = summary["chosen"]["valid_kld"].get<double>();
   std::string valid_names;
   for (const auto& t : e.valid) valid_names += (valid_names.empty() ? "" : ",") + fs::path(t.path).filename().string();
-  std::printf("\n%s vs its F32 dequantization (teacher); budget %s; chosen on %s (%d chunks), reported on %s (%d chunks of %d):\n",
-              fs::path(e.model).filename().c_str(), format_size(budget).c_str(), valid_names.c_str(),
+  // The teacher is the model itself when it is full precision already (run.cpp, make_teacher).
+  const std::string teacher = e.teacher == e.model ? "itself" : fmt::format("its {} dequantization",
+                                                                            o.teacher_type == "f16" ? "F16" : "F32");
+  std::printf("\n%s vs %s (teacher); budget %s; chosen on %s (%d chunks), reported on %s (%d chunks of %d):\n",
+              fs::path(e.model).filename().c_str(), teacher.c_str(), format_size(budget).c_str(), valid_names.c_str(),
               e.valid.front().chunks, fs::path(e.report.path).filename().c_str(), o.eval_chunks, o.eval_ctx);
   const bool speed = summary.contains("speed");
   std::printf("  %-34s %13s %9s %12s %20s %8s %9s%s\n", "model", "file bytes", "bpw", "valid KLD", "KLD vs teacher", "top-1",
