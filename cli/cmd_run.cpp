@@ -92,15 +92,24 @@ void add_run(CLI::App& app) {
     if (kld->count() && !(o->max_kld > 0 && std::isfinite(o->max_kld))) throw Failure("--max-kld must be a positive number");
     // A llama.cpp mix's name is resolved inside the run (the mix is built from the teacher first).
     for (auto [arg, name] : {std::pair{&o->min_decode, "--min-decode"}, std::pair{&o->min_prefill, "--min-prefill"}}) {
-      if (arg->empty() || !run::mix_size_name(*arg).empty()) continue;
-      if (*arg != RunOptions::kSizeMix) {
-        fail_if(speed::check_speed_target(*arg).with_context(name));
-        continue;
+      const auto list = speed_list(*arg);
+      if (list.size() > 1 && o->sizes.size() != 1)
+        throw Failure(fmt::format("{}: a list of speeds goes with one --size (a target per speed at that size)", name));
+      for (const auto& a : list) {
+        if (a.empty()) throw Failure(fmt::format("{} {}: an empty speed in the list", name, *arg));
+        if (!run::mix_size_name(a).empty()) continue;
+        if (a != RunOptions::kSizeMix) {
+          fail_if(speed::check_speed_target(a).with_context(name));
+          continue;
+        }
+        if (list.size() > 1) throw Failure(fmt::format("{} mix: not in a list (it is already one speed per --size)", name));
+        for (const auto& s : o->sizes)
+          if (run::mix_size_name(s).empty())
+            throw Failure(fmt::format("{} mix: every --size must be a llama.cpp mix's name (--size {} is not)", name, s));
       }
-      for (const auto& s : o->sizes)
-        if (run::mix_size_name(s).empty())
-          throw Failure(fmt::format("{} mix: every --size must be a llama.cpp mix's name (--size {} is not)", name, s));
     }
+    if (speed_list(o->min_decode).size() > 1 && speed_list(o->min_prefill).size() > 1)
+      throw Failure("--min-decode and --min-prefill: a list in one of them, not both");
     if ((!o->min_decode.empty() || !o->min_prefill.empty()) && !size->count())
       throw Failure("--min-decode and --min-prefill need --size: the speed budget is solved beside a file size");
     if (o->bench_rounds < 1) throw Failure("--bench-rounds must be positive");

@@ -211,6 +211,8 @@ TEST_F(Fixture, ResourceLimitsAreOneLineErrors) {
   // "As fast as each size's mix" needs every size to be a mix's name.
   EXPECT_EQ(fails("run " + stories260k() + " --size Q4_0,330000 --min-decode mix --dry-run -w " + out + "/w"),
             "gamma: error: --min-decode mix: every --size must be a llama.cpp mix's name (--size 330000 is not)\n");
+  EXPECT_EQ(fails("run " + stories260k() + " --size Q4_0,Q8_0 --min-decode 20,30 --dry-run -w " + out + "/w"),
+            "gamma: error: --min-decode: a list of speeds goes with one --size (a target per speed at that size)\n");
 
   std::ofstream(d / "empty.txt").close();
   std::ofstream(d / "huge.txt").close();

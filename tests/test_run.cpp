@@ -8,6 +8,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "gguf_model/model.h"
 #include "pool/manifest.h"
 #include "pool/pool.h"
@@ -650,6 +652,22 @@ TEST(RunPipeline, SpeedBudgetBindsThePlanAndTheReportMeasuresIt) {
   ASSERT_TRUE(plan.is_ok());
   EXPECT_DOUBLE_EQ((*plan)["info"]["speed"]["min_decode_tps"].get<double>(), want);
 
+  // A list of speeds at the one size: a target per speed (the speed/quality front), each solved
+  // under its own budget, and sweep.png draws them against their measured speed.
+  const std::vector<double> front = {0.9 * fastest, 0.95 * fastest, want};
+  r = gamma("run " + common + " -w " + d / "w" + " --min-decode " + fmt::format("{},{},{}", front[0], front[1], front[2]));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto sweep = read_json(d / "w/sweep.json", "gamma.run.sweep", 1);
+  ASSERT_TRUE(sweep.is_ok()) << sweep.status().message();
+  ASSERT_EQ((*sweep)["sizes"].size(), front.size());
+  for (size_t i = 0; i < front.size(); ++i) {
+    const json& one = (*sweep)["sizes"][i];
+    EXPECT_NEAR(one["speed"]["min_decode_tps"].get<double>(), front[i], 1e-9 * front[i]);
+    for (const auto& v : one["tried"]) EXPECT_GE(v["speed"]["predicted_tg128"].get<double>(), front[i] * (1 - 1e-9));
+    EXPECT_GT(one["rows"][0]["tg128"].get<double>(), 0);
+  }
+  EXPECT_TRUE(fs::exists(d / "w/sweep.png"));
+
   // "As fast as this file": the budget is the file's speed by the same table.
   r = gamma("run " + common + " -w " + d / "w" + " --min-decode " + d / "w/llama-Q4_0.gguf");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -702,7 +720,7 @@ TEST(RunPipeline, SpeedBudgetBindsThePlanAndTheReportMeasuresIt) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto table = speed::CostTable::load(d / "byname/speed.json");
   ASSERT_TRUE(table.is_ok()) << table.status().message();
-  auto sweep = read_json(d / "byname/sweep.json", "gamma.run.sweep", 1);
+  sweep = read_json(d / "byname/sweep.json", "gamma.run.sweep", 1);
   ASSERT_TRUE(sweep.is_ok()) << sweep.status().message();
   ASSERT_EQ((*sweep)["sizes"].size(), 2u);
   std::set<double> budgets;

@@ -63,13 +63,14 @@ struct Env {
   std::string speed;                       // W/speed.json with a speed budget, else ""
   std::optional<speed::CostTable> table;   // its contents
   double min_decode_tps = 0, min_prefill_tps = 0;  // --min-decode / --min-prefill resolved by it
-  // Per --size when they are given as "mix" (RunOptions::kSizeMix), else empty.
-  std::vector<speed::SpeedTargets> size_speeds;
-  // The budgets at the i-th --size (the same at every size unless given per size).
+  // Per target (target_count) when the budgets differ between targets (a list of speeds at one
+  // size, or "mix": each size's own), else empty: min_decode_tps/min_prefill_tps hold for all.
+  std::vector<speed::SpeedTargets> target_speeds;
+  // The budgets at the i-th target.
   void speed_at(size_t i) {
-    if (i >= size_speeds.size()) return;
-    min_decode_tps = size_speeds[i].decode_tps;
-    min_prefill_tps = size_speeds[i].prefill_tps;
+    if (i >= target_speeds.size()) return;
+    min_decode_tps = target_speeds[i].decode_tps;
+    min_prefill_tps = target_speeds[i].prefill_tps;
   }
   std::string memory_source;                       // W/memory-source-*.json: the source's allocation, measured once
   std::optional<speed::MemoryUse> source_memory;   // llama.cpp's allocation for the source at --ctx
@@ -255,6 +256,9 @@ Status draw_run_png(const std::string& path, const json& summary);
 void print_summary(const Env& e, const json& summary, const std::string& json_path, const std::string& png_path);
 // Several sizes: one line each (chosen variant, its validation and report KLD, the verdict).
 void print_sweep(const Env& e, const json& sweep);
+// sweep.png under speed budgets: KLD against measured decode speed, gamma's file at each target
+// (a line per size: the speed/quality front), the mixes as points. Nothing without them.
+Status draw_sweep_png(const std::string& path, const json& sweep);
 
 // ---- speed_budget.cpp ------------------------------------------------------------------------
 

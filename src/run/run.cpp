@@ -266,7 +266,10 @@ Status run_pipeline(const RunOptions& o) {
   GAMMA_RETURN_IF_ERROR(calibrate_machine(e, preview));
   e.pool_quantize_s = pool_quantize_seconds(e, preview);
   e.pool_window_bytes = pool_window_bytes(e, preview);
-  if (o.dry_run) return dry_run(e, preview, range, std::max<int>(1, int(sizes.size())));
+  // Targets: one per size, or one per speed of a list at the one size (target_count).
+  const size_t n_targets = target_count(o);
+  auto size_of = [&](size_t t) { return sizes.size() == 1 ? size_t{0} : t; };
+  if (o.dry_run) return dry_run(e, preview, range, int(n_targets));
   // The budgets are checked before the pool is quantized, as soon as they are known: the speed
   // table needs only the candidates' types and shapes, and whether any plan reaches the speed at a
   // size does not depend on the scores (the preview's static ones serve); a size or speed given
@@ -278,11 +281,12 @@ Status run_pipeline(const RunOptions& o) {
     if (!speed_known) return Status::ok();
     GAMMA_ASSIGN_OR_RETURN(scores::Scores pst, scores::Scores::from_manifest(preview));
     GAMMA_ASSIGN_OR_RETURN(auto pstat, solve::Allocator::create(preview, pst, {}));
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      e.speed_at(i);
-      if (unresolved(i)) continue;
-      Status s = head_rules(e, preview, pstat, sizes[i]).status();
-      if (!s.is_ok() && !e.size_speeds.empty()) s = s.with_context("--size " + o.sizes[i]);
+    for (size_t t = 0; t < n_targets && !sizes.empty(); ++t) {
+      e.speed_at(t);
+      if (unresolved(size_of(t))) continue;
+      Status s = head_rules(e, preview, pstat, sizes[size_of(t)]).status();
+      if (!s.is_ok() && !e.target_speeds.empty())
+        s = s.with_context(fmt::format("--size {}, speed {} of {}", o.sizes[size_of(t)], t + 1, n_targets));
       GAMMA_RETURN_IF_ERROR(s);
     }
     return Status::ok();
@@ -320,7 +324,7 @@ Status run_pipeline(const RunOptions& o) {
   GAMMA_ASSIGN_OR_RETURN(double lbpw, learn_bpw(o, stat, budgets[budgets.size() / 2], range));
   GAMMA_ASSIGN_OR_RETURN(std::vector<Scorer> scorers, prepare_scorers(e, lbpw));
 
-  if (budgets.size() == 1) {
+  if (n_targets == 1) {
     e.speed_at(0);
     const std::string size_text = o.sizes.empty() ? "" : o.sizes[0];
     return at_target(e, man, scorers, stat, range, budgets[0], size_text, e.W + "/run.json", e.W + "/run.png",
@@ -328,18 +332,25 @@ Status run_pipeline(const RunOptions& o) {
   }
   json sweep = json_header("gamma.run.sweep", 1);
   sweep["sizes"] = json::array();
-  for (size_t i = 0; i < budgets.size(); ++i) {
-    std::printf("\n==== size %s (%zu of %zu)\n", o.sizes[i].c_str(), i + 1, budgets.size());
-    const std::string tag = std::to_string(budgets[i]);
-    e.speed_at(i);
+  for (size_t t = 0; t < n_targets; ++t) {
+    const size_t i = size_of(t);
+    e.speed_at(t);
+    std::printf("\n==== size %s%s (%zu of %zu)\n", o.sizes[i].c_str(),
+                e.target_speeds.empty() ? "" : fmt::format(", decode >= {:.2f}, prompts >= {:.1f} tokens/s",
+                                                           e.min_decode_tps, e.min_prefill_tps).c_str(),
+                t + 1, n_targets);
+    // Named by size and, where they differ between targets, the speed budgets.
+    const std::string tag = std::to_string(budgets[i]) + (e.target_speeds.empty() ? "" : budgets_tag(e));
     GAMMA_ASSIGN_OR_RETURN(json s, at_target(e, man, scorers, stat, range, budgets[i], o.sizes[i],
                                              e.W + "/run-" + tag + ".json", e.W + "/run-" + tag + ".png",
-                                             i + 1 == budgets.size()));
+                                             t + 1 == n_targets));
     sweep["sizes"].push_back(std::move(s));
   }
   sweep["seconds"] = e.elapsed();
   sweep["peak_disk_bytes"] = e.peak_disk;
   GAMMA_RETURN_IF_ERROR(write_json(e.W + "/sweep.json", sweep));
+  if (auto st = draw_sweep_png(e.W + "/sweep.png", sweep); !st.is_ok())
+    std::fprintf(stderr, "gamma: warning: sweep.png: %s\n", st.message().c_str());
   print_sweep(e, sweep);
   return Status::ok();
 }

@@ -21,6 +21,23 @@
 
 namespace fs = std::filesystem;
 
+namespace gm {
+
+std::vector<std::string> speed_list(const std::string& arg) {
+  std::vector<std::string> out;
+  if (arg.empty()) return out;
+  size_t at = 0;
+  for (size_t comma; (comma = arg.find(',', at)) != std::string::npos; at = comma + 1) out.push_back(arg.substr(at, comma - at));
+  out.push_back(arg.substr(at));
+  return out;
+}
+
+size_t target_count(const RunOptions& o) {
+  return std::max({o.sizes.size(), speed_list(o.min_decode).size(), speed_list(o.min_prefill).size(), size_t{1}});
+}
+
+}  // namespace gm
+
 namespace gm::run {
 
 bool speed_budget(const Env& e) { return !e.o.min_decode.empty() || !e.o.min_prefill.empty(); }
@@ -81,26 +98,29 @@ Result<speed::SpeedTargets> resolve_pair(Env& e, const Manifest& m, std::string 
 
 Result<bool> resolve_speed_targets(Env& e, const Manifest& m, bool teacher_made) {
   if (!speed_budget(e)) return true;
-  const std::string& dec = e.o.min_decode;
-  const std::string& pre = e.o.min_prefill;
-  const bool per_size = dec == RunOptions::kSizeMix || pre == RunOptions::kSizeMix;
-  if (!teacher_made && (per_size || !mix_size_name(dec).empty() || !mix_size_name(pre).empty())) return false;
+  const std::vector<std::string> decs = speed_list(e.o.min_decode), pres = speed_list(e.o.min_prefill);
+  bool needs_teacher = false;
+  for (const auto& a : decs) needs_teacher |= a == RunOptions::kSizeMix || !mix_size_name(a).empty();
+  for (const auto& a : pres) needs_teacher |= a == RunOptions::kSizeMix || !mix_size_name(a).empty();
+  if (!teacher_made && needs_teacher) return false;
+  // One pair of budgets per target (the CLI checked the forms): the same at every size, a list's
+  // i-th at the one size, or "mix": the i-th size's own mix.
+  const size_t n = target_count(e.o);
+  const bool per_target = decs.size() > 1 || pres.size() > 1 || e.o.min_decode == RunOptions::kSizeMix ||
+                          e.o.min_prefill == RunOptions::kSizeMix;
+  auto pick = [&](const std::vector<std::string>& list, size_t i) -> std::string {
+    if (list.empty()) return "";
+    const std::string& a = list[std::min(i, list.size() - 1)];
+    return a == RunOptions::kSizeMix ? e.o.sizes.at(i) : a;
+  };
   std::optional<speed::CostModel> cm;
-  e.size_speeds.clear();
-  if (!per_size) {
-    GAMMA_ASSIGN_OR_RETURN(speed::SpeedTargets st, resolve_pair(e, m, dec, pre, cm));
-    e.min_decode_tps = st.decode_tps;
-    e.min_prefill_tps = st.prefill_tps;
-    std::printf("   speed budget: decode >= %.2f, prompts >= %.1f tokens/s by the speed table (0: none)\n", e.min_decode_tps,
-                e.min_prefill_tps);
-  }
-  // "mix": each size's own mix (the CLI checked every size is one).
-  for (const auto& size : per_size ? e.o.sizes : std::vector<std::string>{}) {
-    auto at = [&](const std::string& a) { return a == RunOptions::kSizeMix ? size : a; };
-    GAMMA_ASSIGN_OR_RETURN(speed::SpeedTargets st, resolve_pair(e, m, at(dec), at(pre), cm));
-    e.size_speeds.push_back(st);
-    std::printf("   speed budget at --size %s: decode >= %.2f, prompts >= %.1f tokens/s by the speed table (0: none)\n",
-                size.c_str(), st.decode_tps, st.prefill_tps);
+  e.target_speeds.clear();
+  for (size_t i = 0; i < (per_target ? n : 1); ++i) {
+    GAMMA_ASSIGN_OR_RETURN(speed::SpeedTargets st, resolve_pair(e, m, pick(decs, i), pick(pres, i), cm));
+    if (per_target) e.target_speeds.push_back(st);
+    else e.min_decode_tps = st.decode_tps, e.min_prefill_tps = st.prefill_tps;
+    std::printf("   speed budget%s: decode >= %.2f, prompts >= %.1f tokens/s by the speed table (0: none)\n",
+                per_target ? fmt::format(" {} of {}", i + 1, n).c_str() : "", st.decode_tps, st.prefill_tps);
   }
   e.speed_at(0);
   std::fflush(stdout);  // before any error line on stderr

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -361,14 +363,66 @@ void print_sweep(const Env& e, const json& sweep) {
       for (const auto& a : g["also"])
         also += fmt::format("  {}: {:.6f} ± {:.6f}", fs::path(a["text"].get<std::string>()).filename().string(),
                             a["kld_mean"].get<double>(), a["kld_stderr"].get<double>());
-    std::printf("  %-14s %13llu %-28s %12.6f %11.6f ± %.6f  %s%s\n", s["target"]["size"].get<std::string>().c_str(),
+    // Under speed budgets: the target's budget, gamma's file as llama-bench measured it (and the table predicted).
+    std::string speed;
+    if (s.contains("speed") && g.contains("tg128"))
+      speed = fmt::format("  decode >= {:.2f}: tg128 {:.2f} ({:.2f}), pp512 {:.1f} ({:.1f})",
+                          s["speed"]["min_decode_tps"].get<double>(), g["tg128"].get<double>(),
+                          g["predicted_tg128"].get<double>(), g["pp512"].get<double>(), g["predicted_pp512"].get<double>());
+    std::printf("  %-14s %13llu %-28s %12.6f %11.6f ± %.6f  %s%s%s\n", s["target"]["size"].get<std::string>().c_str(),
                 (unsigned long long)g["file_bytes"].get<uint64_t>(), s["chosen"]["name"].get<std::string>().c_str(),
                 s["chosen"]["valid_kld"].get<double>(), g["kld_mean"].get<double>(), g["kld_stderr"].get<double>(),
                 v["winner"] == "llama.cpp" ? ("llama.cpp " + v["mix"].get<std::string>() + " beats it").c_str() : "gamma",
-                also.c_str());
+                speed.c_str(), also.c_str());
   }
   std::printf("summary: %s (total %s, disk at most %.1f MiB)\n", (e.W + "/sweep.json").c_str(),
               hms(e.elapsed()).c_str(), double(e.peak_disk) / (1 << 20));
+}
+
+Status draw_sweep_png(const std::string& path, const json& sweep) {
+  // The speed/quality front: gamma's file at each target against its measured decode speed (one
+  // line per size), every mix any target measured a point; only a sweep under speed budgets.
+  report::LineChart c;
+  c.title = "KLD vs decode speed: gamma's file at each speed budget, llama.cpp's mixes";
+  c.x_label = "decode tokens/s (llama-bench tg128, measured)";
+  c.y_label = "KLD vs teacher (report text)";
+  c.log_y = true;
+  std::map<std::string, report::Series> lines;
+  report::Series mixes{"llama.cpp mixes", {}, {}, {}, {}};
+  std::set<std::string> seen;
+  for (const auto& s : sweep["sizes"]) {
+    if (!s.contains("speed")) continue;
+    for (size_t i = 0; i < s["rows"].size(); ++i) {
+      const json& r = s["rows"][i];
+      if (!r.contains("tg128")) continue;
+      const std::string label = r["label"].get<std::string>();
+      if (label.rfind("llama.cpp ", 0) == 0) {
+        if (!seen.insert(label).second) continue;
+        mixes.x.push_back(r["tg128"].get<double>());
+        mixes.y.push_back(r["kld_mean"].get<double>());
+        mixes.point_labels.push_back(label.substr(10));
+        continue;
+      }
+      if (i != 0) continue;  // gamma's file is the first row; the others are other scorers' files
+      report::Series& l = lines[s["target"]["size"].get<std::string>()];
+      l.name = "gamma at " + s["target"]["size"].get<std::string>();
+      l.x.push_back(r["tg128"].get<double>());
+      l.y.push_back(r["kld_mean"].get<double>());
+    }
+  }
+  for (auto& [size, l] : lines) {
+    // In order of speed, so the line is the front.
+    std::vector<std::pair<double, double>> pts;
+    for (size_t i = 0; i < l.x.size(); ++i) pts.emplace_back(l.x[i], l.y[i]);
+    std::sort(pts.begin(), pts.end());
+    l.x.clear(), l.y.clear();
+    for (auto [x, y] : pts) l.x.push_back(x), l.y.push_back(y);
+    c.series.push_back(l);
+  }
+  if (!mixes.x.empty()) mixes.markers_only = true, c.series.push_back(mixes);
+  if (c.series.empty()) return Status::ok();
+  GAMMA_ASSIGN_OR_RETURN(report::Image img, report::draw_line_chart(c));
+  return img.write_png(path);
 }
 
 }  // namespace gm::run
