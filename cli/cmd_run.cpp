@@ -72,6 +72,7 @@ void add_run(CLI::App& app) {
   c->add_option("--memory", *memory, "device budget: the memory llama.cpp may take to run the file (weights with their repacked copies, KV cache at --ctx, compute buffers), e.g. 2GiB; needs --size and --memory-ctx");
   c->add_option("--memory-ctx", o->ctx, "with --memory: the context the file must run with (tokens; -c/--ctx is the evaluation's chunk length)");
   c->add_option("--kv-type", o->kv_type, "with --memory: the KV cache's type (default f16)");
+  c->add_option("--speed-retries", o->speed_retries, "with a speed budget: when gamma's file measures below it, solve again with the budget raised by the shortfall, at most this many times (0: only report it)")->capture_default_str();
   c->add_option("--bench-rounds", o->bench_rounds, "with a speed budget: llama-bench rounds over the reported files, each file's fastest kept")
       ->capture_default_str();
   c->add_flag("--no-front", [o](int64_t) { o->front = false; }, "skip gamma's plans at each mix's size (the picture's front)");
@@ -113,6 +114,7 @@ void add_run(CLI::App& app) {
     if ((!o->min_decode.empty() || !o->min_prefill.empty()) && !size->count())
       throw Failure("--min-decode and --min-prefill need --size: the speed budget is solved beside a file size");
     if (o->bench_rounds < 1) throw Failure("--bench-rounds must be positive");
+    if (o->speed_retries < 0) throw Failure("--speed-retries must be 0 or more");
     if (!memory->empty() != (o->ctx > 0))
       throw Failure("--memory and --memory-ctx go together: the memory holds the weights and the KV cache of that many tokens");
     if (!memory->empty()) {

@@ -62,15 +62,21 @@ struct Env {
   std::optional<FileLock> lock;  // on the work directory, for the whole run
   std::string speed;                       // W/speed.json with a speed budget, else ""
   std::optional<speed::CostTable> table;   // its contents
-  double min_decode_tps = 0, min_prefill_tps = 0;  // --min-decode / --min-prefill resolved by it
+  // The target's speed budgets, tokens/s by the table (0: none), and the file each says "as fast
+  // as" ("" for a number): the report measures that file beside gamma's, in the same rounds.
+  struct SpeedBudgets {
+    double decode_tps = 0, prefill_tps = 0;
+    std::string decode_file, prefill_file;
+    // What llama-bench measured for the files in the report's rounds (0: not measured).
+    double decode_file_measured = 0, prefill_file_measured = 0;
+  };
+  SpeedBudgets budget;
   // Per target (target_count) when the budgets differ between targets (a list of speeds at one
-  // size, or "mix": each size's own), else empty: min_decode_tps/min_prefill_tps hold for all.
-  std::vector<speed::SpeedTargets> target_speeds;
+  // size, or "mix": each size's own), else empty: `budget` holds for all.
+  std::vector<SpeedBudgets> target_speeds;
   // The budgets at the i-th target.
   void speed_at(size_t i) {
-    if (i >= target_speeds.size()) return;
-    min_decode_tps = target_speeds[i].decode_tps;
-    min_prefill_tps = target_speeds[i].prefill_tps;
+    if (i < target_speeds.size()) budget = target_speeds[i];
   }
   std::string memory_source;                       // W/memory-source-*.json: the source's allocation, measured once
   std::optional<speed::MemoryUse> source_memory;   // llama.cpp's allocation for the source at --ctx
@@ -285,10 +291,17 @@ bool shared_machine(const Env& e, double other_cores);
 // gamma speed's own cache measure nothing), into e.speed and e.table. Made from the pool's
 // preview, before any candidate is quantized.
 Status make_speed_table(Env& e, const Manifest& m);
-// --min-decode / --min-prefill as tokens/s (Env::min_decode_tps, min_prefill_tps) by the table.
+// --min-decode / --min-prefill as tokens/s by the table (Env::budget, per target Env::target_speeds).
 // A mix's name needs that mix's file, built from the teacher and imatrix: so unless `teacher_made`
 // such a target is left unresolved (returns false).
 Result<bool> resolve_speed_targets(Env& e, const Manifest& m, bool teacher_made);
+// The speeds a file must measure: a budget given as a file is what llama-bench measured for that
+// file in the report's rounds (the table's bias is on neither side), else the number given.
+double measured_decode_budget(const Env& e);
+double measured_prefill_budget(const Env& e);
+// After gamma's file (its report row) measured below a speed budget: raises Env::budget by the
+// shortfall the table did not see; false when nothing is to raise.
+bool raise_by_shortfall(Env& e, const json& gamma_row);
 // The speed and memory budgets as a name part ("" without them, else e.g. "-tg27.4-mem2147483648c8192"):
 // the files solved at a size under one budget are never taken for another's on a rerun.
 std::string budgets_tag(const Env& e);

@@ -79,20 +79,25 @@ namespace {
 // One pair of budgets: a mix's name replaced by its file (built as the comparison builds it, then
 // reused there), a file's types timed into the table (they need not be the pool's candidates: a
 // Q4_0 mix, a pool without Q4_0; seconds of kernels, once per file), then each by the table.
-Result<speed::SpeedTargets> resolve_pair(Env& e, const Manifest& m, std::string decode, std::string prefill,
-                                         std::optional<speed::CostModel>& cm) {
-  for (auto* a : {&decode, &prefill}) {
+Result<Env::SpeedBudgets> resolve_pair(Env& e, const Manifest& m, std::string decode, std::string prefill,
+                                       std::optional<speed::CostModel>& cm) {
+  Env::SpeedBudgets b;
+  for (auto [a, file] : {std::pair{&decode, &b.decode_file}, std::pair{&prefill, &b.prefill_file}}) {
     if (const std::string mix = mix_size_name(*a); !mix.empty()) {
       GAMMA_ASSIGN_OR_RETURN(*a, build_mix(e, mix));
     }
     if (!speed::names_file(*a)) continue;
+    *file = *a;
     if (!cm) {
       GAMMA_ASSIGN_OR_RETURN(cm, speed::CostModel::open(std::stoi(e.T)));
     }
     GAMMA_ASSIGN_OR_RETURN(int added, speed::price_file(*e.table, m, *a, *cm));
     if (added > 0) GAMMA_RETURN_IF_ERROR(e.table->save(e.speed));
   }
-  return speed::speed_targets(decode, prefill, m, *e.table);
+  GAMMA_ASSIGN_OR_RETURN(speed::SpeedTargets st, speed::speed_targets(decode, prefill, m, *e.table));
+  b.decode_tps = st.decode_tps;
+  b.prefill_tps = st.prefill_tps;
+  return b;
 }
 }  // namespace
 
@@ -116,9 +121,9 @@ Result<bool> resolve_speed_targets(Env& e, const Manifest& m, bool teacher_made)
   std::optional<speed::CostModel> cm;
   e.target_speeds.clear();
   for (size_t i = 0; i < (per_target ? n : 1); ++i) {
-    GAMMA_ASSIGN_OR_RETURN(speed::SpeedTargets st, resolve_pair(e, m, pick(decs, i), pick(pres, i), cm));
+    GAMMA_ASSIGN_OR_RETURN(Env::SpeedBudgets st, resolve_pair(e, m, pick(decs, i), pick(pres, i), cm));
     if (per_target) e.target_speeds.push_back(st);
-    else e.min_decode_tps = st.decode_tps, e.min_prefill_tps = st.prefill_tps;
+    else e.budget = st;
     std::printf("   speed budget%s: decode >= %.2f, prompts >= %.1f tokens/s by the speed table (0: none)\n",
                 per_target ? fmt::format(" {} of {}", i + 1, n).c_str() : "", st.decode_tps, st.prefill_tps);
   }
@@ -127,10 +132,34 @@ Result<bool> resolve_speed_targets(Env& e, const Manifest& m, bool teacher_made)
   return true;
 }
 
+double measured_decode_budget(const Env& e) {
+  return e.budget.decode_file_measured > 0 ? e.budget.decode_file_measured : e.budget.decode_tps;
+}
+double measured_prefill_budget(const Env& e) {
+  return e.budget.prefill_file_measured > 0 ? e.budget.prefill_file_measured : e.budget.prefill_tps;
+}
+
+bool raise_by_shortfall(Env& e, const json& gamma_row) {
+  if (!speed_budget(e) || !gamma_row.contains("tg128")) return false;
+  // The plan's measured / predicted speed, taken to hold for the next plan (of similar types):
+  // the budget in the table's units that would have measured the speed asked, and 1 % more.
+  bool raised = false;
+  for (auto [tps, measured, pred, want] :
+       {std::tuple{&e.budget.decode_tps, gamma_row["tg128"].get<double>(), gamma_row["predicted_tg128"].get<double>(),
+                   measured_decode_budget(e)},
+        std::tuple{&e.budget.prefill_tps, gamma_row["pp512"].get<double>(), gamma_row["predicted_pp512"].get<double>(),
+                   measured_prefill_budget(e)}}) {
+    if (*tps <= 0 || measured >= want || !(measured > 0 && pred > 0)) continue;
+    *tps = std::max(*tps, 1.01 * want * pred / measured);
+    raised = true;
+  }
+  return raised;
+}
+
 std::string budgets_tag(const Env& e) {
   std::string t;
-  if (e.min_decode_tps > 0) t += fmt::format("-tg{}", e.min_decode_tps);
-  if (e.min_prefill_tps > 0) t += fmt::format("-pp{}", e.min_prefill_tps);
+  if (e.budget.decode_tps > 0) t += fmt::format("-tg{}", e.budget.decode_tps);
+  if (e.budget.prefill_tps > 0) t += fmt::format("-pp{}", e.budget.prefill_tps);
   if (e.o.memory_bytes > 0) t += fmt::format("-mem{}c{}{}", e.o.memory_bytes, e.o.ctx, e.o.kv_type);
   return t;
 }
@@ -143,8 +172,8 @@ std::vector<std::string> speed_args(const Env& e) {
   }
   if (!speed_budget(e)) return a;
   a.insert(a.end(), {"--speed", e.speed});
-  if (e.min_decode_tps > 0) a.insert(a.end(), {"--min-decode", fmt::format("{}", e.min_decode_tps)});
-  if (e.min_prefill_tps > 0) a.insert(a.end(), {"--min-prefill", fmt::format("{}", e.min_prefill_tps)});
+  if (e.budget.decode_tps > 0) a.insert(a.end(), {"--min-decode", fmt::format("{}", e.budget.decode_tps)});
+  if (e.budget.prefill_tps > 0) a.insert(a.end(), {"--min-prefill", fmt::format("{}", e.budget.prefill_tps)});
   return a;
 }
 
@@ -153,7 +182,7 @@ Result<std::vector<HeadRule>> meeting_speed(const Env& e, const Manifest& man, u
   if (!speed_budget(e) && !memory_budget(e)) return rules;
   GAMMA_ASSIGN_OR_RETURN(scores::Scores st, scores::Scores::from_manifest(man));
   solve::SpeedBudget sb;
-  if (e.table) sb.table = &*e.table, sb.min_decode_tps = e.min_decode_tps, sb.min_prefill_tps = e.min_prefill_tps;
+  if (e.table) sb.table = &*e.table, sb.min_decode_tps = e.budget.decode_tps, sb.min_prefill_tps = e.budget.prefill_tps;
   if (e.source_memory) sb.memory_bytes = e.o.memory_bytes, sb.source = &*e.source_memory;
   std::vector<HeadRule> out;
   Status last;
@@ -189,6 +218,10 @@ Status bench_rows(Env& e, json& summary, uint64_t budget) {
     if (!p.empty() && file_exists(p) && p.size() > 5 && p.substr(p.size() - 5) == ".gguf") files.push_back(p);
   }
   if (files.empty()) return Status::ok();
+  // A budget given as a file is measured in the same rounds: "as fast as that file" is then
+  // checked by measurement on both sides, not the file's prediction against gamma's measurement.
+  for (const std::string* f : {&e.budget.decode_file, &e.budget.prefill_file})
+    if (speed_budget(e) && !f->empty() && std::find(files.begin(), files.end(), *f) == files.end()) files.push_back(*f);
   const std::string out = e.W + "/speed-check-" + std::to_string(budget) + budgets_tag(e) + ".json";
   auto same_files = [&]() {  // a check of these files with what is asked is there: resumed, not measured again
     auto j = read_json(out, "gamma.speed.check", 1);
@@ -237,18 +270,27 @@ Status bench_rows(Env& e, json& summary, uint64_t budget) {
         r["predicted_pp512"] = priced ? by_table[path].prefill_tps : f["predicted_pp512"].get<double>();
         r["predicted_by"] = priced ? "speed table" : "gamma speed (the table does not price this file's types)";
       }
+  e.budget.decode_file_measured = e.budget.prefill_file_measured = 0;
+  for (const auto& f : check["files"]) {
+    if (!speed_budget(e) || !f.contains("tg128")) continue;
+    if (f.value("file", "") == e.budget.decode_file) e.budget.decode_file_measured = f["tg128"].get<double>();
+    if (f.value("file", "") == e.budget.prefill_file) e.budget.prefill_file_measured = f["pp512"].get<double>();
+  }
   if (memory_budget(e))
     summary["memory"] = {{"memory_bytes", e.o.memory_bytes}, {"ctx", e.o.ctx}, {"kv_type", e.o.kv_type.empty() ? "f16" : e.o.kv_type},
                          {"source", e.source_memory->to_json()}, {"check", out}};
   summary["threads"] = std::stoi(e.T);
   if (!speed_budget(e)) return Status::ok();
   summary["speed"] = {{"table", e.speed},
-                      {"min_decode_tps", e.min_decode_tps},
-                      {"min_prefill_tps", e.min_prefill_tps},
+                      {"min_decode_tps", e.budget.decode_tps},
+                      {"min_prefill_tps", e.budget.prefill_tps},
                       {"min_decode_given", e.o.min_decode},
                       {"min_prefill_given", e.o.min_prefill},
                       {"check", out},
                       {"bench_rounds", e.o.bench_rounds}};
+  for (auto [key, file, measured] : {std::tuple{"min_decode_file", &e.budget.decode_file, e.budget.decode_file_measured},
+                                     std::tuple{"min_prefill_file", &e.budget.prefill_file, e.budget.prefill_file_measured}})
+    if (!file->empty()) summary["speed"][key] = {{"file", *file}, {"measured_tps", measured}};
   return Status::ok();
 }
 

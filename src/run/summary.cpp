@@ -76,7 +76,7 @@ bool meets_speed(const Env& e, const json& row) {
   if (memory_budget(e) && !(row.contains("memory") && row["memory"]["total"].get<uint64_t>() <= e.o.memory_bytes)) return false;
   if (!speed_budget(e)) return true;
   if (!row.contains("tg128")) return false;
-  return row["tg128"].get<double>() >= e.min_decode_tps && row["pp512"].get<double>() >= e.min_prefill_tps;
+  return row["tg128"].get<double>() >= measured_decode_budget(e) && row["pp512"].get<double>() >= measured_prefill_budget(e);
 }
 
 json verdict_of(const Env& e, const std::vector<MixRow>& mixes, const json& measured, const Variant& best,
@@ -317,8 +317,13 @@ void print_summary(const Env& e, const json& summary, const std::string& json_pa
     const json& g = summary["rows"][0];
     std::printf("\nspeed budget: decode >= %.2f, prompts >= %.1f tokens/s (0: none); llama-bench here, %d threads, each file's "
                 "fastest of %d rounds.\n",
-                e.min_decode_tps, e.min_prefill_tps, summary["threads"].get<int>(), o.bench_rounds);
-    if (g.contains("tg128") && (g["tg128"].get<double>() < e.min_decode_tps || g["pp512"].get<double>() < e.min_prefill_tps))
+                e.budget.decode_tps, e.budget.prefill_tps, summary["threads"].get<int>(), o.bench_rounds);
+    for (auto [file, measured, what] : {std::tuple{&e.budget.decode_file, e.budget.decode_file_measured, "tg128"},
+                                        std::tuple{&e.budget.prefill_file, e.budget.prefill_file_measured, "pp512"}})
+      if (!file->empty() && measured > 0)
+        std::printf("the budget's file %s measured %s %.2f in the same rounds: gamma's file is held to that.\n",
+                    fs::path(*file).filename().c_str(), what, measured);
+    if (g.contains("tg128") && (g["tg128"].get<double>() < measured_decode_budget(e) || g["pp512"].get<double>() < measured_prefill_budget(e)))
       std::printf("gamma's file measured below the budget (tg128 %.2f, pp512 %.1f), though the speed table predicted "
                   "%.2f and %.1f: its prediction was %+.0f %% / %+.0f %% off here; ask for a little more.\n",
                   g["tg128"].get<double>(), g["pp512"].get<double>(), g["predicted_tg128"].get<double>(),
