@@ -16,16 +16,6 @@
 using namespace gm;
 using namespace gm::testing;
 
-namespace {
-
-double number_after(const std::string& text, const std::string& pattern) {
-  std::smatch m;
-  if (!std::regex_search(text, m, std::regex(pattern))) return -1;
-  return std::stod(m[1]);
-}
-
-}  // namespace
-
 TEST(Speed, PredictsTheReferenceAndSolvesWithinADecodeBudget) {
   TempDir dir;
   const std::string d = dir.str(), env = "GAMMA_CACHE=" + d + "/cache GAMMA_LLAMA_BIN=" + llama_tool("") + " ";
@@ -36,6 +26,10 @@ TEST(Speed, PredictsTheReferenceAndSolvesWithinADecodeBudget) {
   // second thread waiting for a descheduled one made a 16 s measurement take minutes.
   auto r = g("speed " + stories260k() + " --bench --rounds 1 -t 1 -o " + d + "/check.json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Kernels timed while other jobs held the cores (a parallel ctest) are not cached: a later
+  // process times them again, and its figures may differ. Said on stderr.
+  auto loaded = [](const RunResult& x) { return x.output.find("are not cached") != std::string::npos; };
+  const bool first_loaded = loaded(r);
   auto check = read_json(d + "/check.json", "gamma.speed.check", 1);
   ASSERT_TRUE(check.is_ok()) << check.status().message();
   const json& row = check.value()["files"][0];
@@ -46,7 +40,8 @@ TEST(Speed, PredictsTheReferenceAndSolvesWithinADecodeBudget) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto again = read_json(d + "/again.json", "gamma.speed.check", 1);
   ASSERT_TRUE(again.is_ok());
-  EXPECT_DOUBLE_EQ(again.value()["files"][0]["predicted_tg128"].get<double>(), row["predicted_tg128"].get<double>());
+  if (!first_loaded)
+    EXPECT_DOUBLE_EQ(again.value()["files"][0]["predicted_tg128"].get<double>(), row["predicted_tg128"].get<double>());
 
   // The pool's table prices every candidate.
   r = g("pool " + stories260k() + " --types Q4_0,Q5_0,Q8_0 -q -o " + d + "/pool");
@@ -89,8 +84,11 @@ TEST(Speed, PredictsTheReferenceAndSolvesWithinADecodeBudget) {
   EXPECT_NE(r.output.find("does not price"), std::string::npos) << r.output;
   r = g("speed --pool " + d + "/pool " + q41 + " --reference " + stories260k() + " -t 1 -o " + d + "/speed-q41.json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  bool q41_loaded = loaded(r);
   r = g("speed " + q41 + " --reference " + stories260k() + " -t 1 -o " + d + "/q41-check.json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  q41_loaded = q41_loaded || loaded(r);
+  const double q41_tol = q41_loaded ? 0.5 : 1e-9;  // timed twice under load: the same kernels, other figures
   auto q41_check = read_json(d + "/q41-check.json", "gamma.speed.check", 1);
   ASSERT_TRUE(q41_check.is_ok());
   double q41_tg = 0;
@@ -102,9 +100,10 @@ TEST(Speed, PredictsTheReferenceAndSolvesWithinADecodeBudget) {
   if (r.exit_code == 0) {
     auto q41_plan = read_json(d + "/q41-plan.json", "gamma.plan", 1);
     ASSERT_TRUE(q41_plan.is_ok());
-    EXPECT_NEAR(q41_plan.value()["info"]["speed"]["min_decode_tps"].get<double>(), q41_tg, 1e-9 * q41_tg);
+    EXPECT_NEAR(q41_plan.value()["info"]["speed"]["min_decode_tps"].get<double>(), q41_tg, q41_tol * q41_tg);
   } else {  // a Q4_1 file faster than any plan of this size: the one line names the target it missed
-    EXPECT_NEAR(number_after(r.output, R"(at ([0-9.]+) tok/s here)"), q41_tg, 0.006) << r.output;
+    EXPECT_NEAR(number_after(r.output, R"(at ([0-9.]+) tok/s here)"), q41_tg, q41_loaded ? q41_tol * q41_tg : 0.006)
+        << r.output;
   }
   r = g("solve " + d + "/pool --score-from-manifest " + size + " --speed " + d + "/speed.json --min-decode fast -o " + d +
         "/bad.json");

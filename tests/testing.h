@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -68,6 +69,13 @@ inline RunResult run(const std::string& cmd) {
   return r;
 }
 inline RunResult gamma(const std::string& args) { return run(gamma_cli() + " " + args); }
+
+// The number a regex's first group captures in `text` (a figure a command printed); -1 if none.
+inline double number_after(const std::string& text, const std::string& pattern) {
+  std::smatch m;
+  if (!std::regex_search(text, m, std::regex(pattern))) return -1;
+  return std::stod(m[1]);
+}
 
 // gamma eval's KLD against stories260K of the file `plan` (a plan JSON) makes from `pool`, on the
 // first `chunks` chunks of `ctx` tokens of `text`; the GGUF and the result lie beside the plan.

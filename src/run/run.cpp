@@ -257,7 +257,8 @@ Result<json> at_target_measured(Env& e, const Manifest& man, const std::vector<S
     }
     std::printf("\n== gamma's file measured tg128 %.2f / pp512 %.1f against %.2f / %.1f asked: solving again at "
                 "decode >= %.2f, prompts >= %.1f by the table (try %d of %d)\n",
-                g["tg128"].get<double>(), g["pp512"].get<double>(), want_tg, want_pp, e.budget.decode_tps, e.budget.prefill_tps, k + 2, e.o.speed_retries + 1);
+                g["tg128"].get<double>(), g["pp512"].get<double>(), want_tg, want_pp, e.budget.decode_tps,
+                e.budget.prefill_tps, k + 2, e.o.speed_retries + 1);
     std::fflush(stdout);
   }
 }

@@ -22,6 +22,9 @@ constexpr int kPrefillBatch = 512;  // llama-bench's pp512 and llama.cpp's defau
 struct KernelTime {
   double decode_us = 0;   // one token (a batch of 1)
   double prefill_us = 0;  // one batch of kPrefillBatch tokens
+  // No run had this process's threads' worth of CPU (other jobs held the cores): the figure is
+  // likely slow, and is not cached.
+  bool loaded = false;
 };
 
 // The last-level cache's size (64 MiB when the system does not say).
@@ -32,8 +35,11 @@ struct MatSpec {
   int64_t n_in = 0, n_out = 0;
 };
 // Seconds for one graph of ggml_mul_mat over these weights (each on its loader buffer type)
-// by an F32 activation of `batch` columns, the fastest of `reps` runs after a warm-up.
-Result<double> time_chain(const std::vector<MatSpec>& chain, int64_t batch, int reps, int threads);
+// by an F32 activation of `batch` columns, the fastest of `reps` runs after a warm-up that had
+// the threads' CPU (runs under other jobs' load are repeated, a few seconds at most; `loaded`
+// says whether none had it, and then the fastest loaded run is returned).
+Result<double> time_chain(const std::vector<MatSpec>& chain, int64_t batch, int reps, int threads,
+                          bool* loaded = nullptr);
 
 // One layer's weights at `type` (the shapes it can hold), timed in context: a chain of
 // min(n_layer, enough layers to stream 4x the last-level cache) layers for decode (a small model

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -170,10 +171,9 @@ Status CostModel::save() const {
 Result<KernelTime> CostModel::kernel(const std::string& type, int64_t n_in, int64_t n_out, bool head) {
   const std::string key = kernel_key(type, n_in, n_out, head);
   if (auto it = kernels_.find(key); it != kernels_.end()) return it->second;
+  if (auto it = unsaved_.find(key); it != unsaved_.end()) return it->second;
   GAMMA_ASSIGN_OR_RETURN(KernelTime k, time_matmul(type, n_in, n_out, threads_, head));
-  kernels_[key] = k;
-  GAMMA_RETURN_IF_ERROR(save());
-  return k;
+  return keep(key, k, kernels_);
 }
 
 namespace {
@@ -210,29 +210,45 @@ Result<KernelTime> CostModel::type_scale(const std::string& type, const Layer& l
   std::string key = fmt::format("scale {} {}", type, layer.n_layer);
   for (const auto& m : layer.shapes) key += fmt::format(" {}x{}", m.n_in, m.n_out);
   if (auto it = scales_.find(key); it != scales_.end()) return it->second;
+  if (auto it = unsaved_.find(key); it != unsaved_.end()) return it->second;
   GAMMA_ASSIGN_OR_RETURN(ggml_type t, parse_type(type));
   // The layers in context and the same kernels alone, measured in turns and each the fastest of
   // three: measured minutes apart, a slow phase of this shared machine in one of them moved the
   // ratio by 30 %.
   KernelTime ctx{1e300, 1e300}, alone{1e300, 1e300};
+  bool loaded = false;
   for (int round = 0; round < 3; ++round) {
     GAMMA_ASSIGN_OR_RETURN(KernelTime c, time_layers(type, layer.shapes, layer.n_layer, threads_));
+    loaded |= c.loaded;
     KernelTime a;
     for (const auto& m : layer.shapes) {
       if (m.n_in % ggml_blck_size(t) != 0) continue;
       GAMMA_ASSIGN_OR_RETURN(KernelTime k, time_matmul(type, m.n_in, m.n_out, threads_));
       a.decode_us += k.decode_us;
       a.prefill_us += k.prefill_us;
+      loaded |= k.loaded;
     }
     ctx = {std::min(ctx.decode_us, c.decode_us), std::min(ctx.prefill_us, c.prefill_us)};
     alone = {std::min(alone.decode_us, a.decode_us), std::min(alone.prefill_us, a.prefill_us)};
   }
-  KernelTime scale{ctx.decode_us / alone.decode_us, ctx.prefill_us / alone.prefill_us};
+  KernelTime scale{ctx.decode_us / alone.decode_us, ctx.prefill_us / alone.prefill_us, loaded};
   if (!(scale.decode_us > 0 && scale.prefill_us > 0 && std::isfinite(scale.decode_us) && std::isfinite(scale.prefill_us)))
     return Status::errorf("speed: {} in context measured no time", type);
-  scales_[key] = scale;
+  return keep(key, scale, scales_);
+}
+
+Result<KernelTime> CostModel::keep(const std::string& key, const KernelTime& k, std::map<std::string, KernelTime>& saved) {
+  if (k.loaded) {
+    // Kept for this process only: the next one times it again, on a quieter machine perhaps.
+    if (unsaved_.empty())
+      std::fprintf(stderr, "gamma: warning: other jobs held this machine's cores while kernels were timed (%s): those "
+                   "times are likely slow and are not cached\n", key.c_str());
+    unsaved_[key] = k;
+    return k;
+  }
+  saved[key] = k;
   GAMMA_RETURN_IF_ERROR(save());
-  return scale;
+  return k;
 }
 
 Result<KernelTime> CostModel::module(const std::string& type, int64_t n_in, int64_t n_out, const Layer& layer) {

@@ -99,11 +99,15 @@ class CostModel {
 
  private:
   Status save() const;
+  // `k` under `key` in `saved` (and the cache file), or, timed under other jobs' load, only in
+  // memory for this process.
+  Result<KernelTime> keep(const std::string& key, const KernelTime& k, std::map<std::string, KernelTime>& saved);
   int threads_ = 1;
   std::string path_, signature_;
   std::map<std::string, KernelTime> kernels_;  // "TYPE n_in n_out" (+ " head")
   std::map<std::string, Rest> rests_;          // reference sha256 -> rest
   std::map<std::string, KernelTime> scales_;   // "scale TYPE n_layer shapes..." -> ratios
+  std::map<std::string, KernelTime> unsaved_;  // kernels and scales timed under load (KernelTime::loaded)
   Rest rest_;
 };
 
