@@ -229,11 +229,15 @@ Status bench_rows(Env& e, json& summary, uint64_t budget) {
   auto same_files = [&]() {  // a check of these files with what is asked is there: resumed, not measured again
     auto j = read_json(out, "gamma.speed.check", 1);
     if (!j.is_ok()) return false;
-    size_t n = 0;
-    for (const auto& f : (*j)["files"])
-      n += std::find(files.begin(), files.end(), f.value("file", "")) != files.end() &&
-           (!speed_budget(e) || f.contains("tg128")) && (!memory_budget(e) || f.contains("memory"));
-    return n == files.size();
+    // Every file asked for, with what is asked (a check of fewer files, or of one twice, is not it).
+    for (const auto& want : files) {
+      bool found = false;
+      for (const auto& f : (*j)["files"])
+        found = found || (f.value("file", "") == want && (!speed_budget(e) || f.contains("tg128")) &&
+                          (!memory_budget(e) || f.contains("memory")));
+      if (!found) return false;
+    }
+    return true;
   };
   if (!same_files()) {
     std::vector<std::string> cmd = {e.G, "speed"};
