@@ -680,6 +680,8 @@ TEST(RunPipeline, SpeedBudgetBindsThePlanAndTheReportMeasuresIt) {
     const double raised = 1.01 * b * pred / (0.999 * b);
     if ((*second)["speed"].contains("tries")) {
       ASSERT_EQ((*second)["speed"]["tries"].size(), 2u) << r.output;
+      EXPECT_DOUBLE_EQ((*second)["speed"]["tries"][0]["tg128"].get<double>(), 0.999 * b);
+      EXPECT_DOUBLE_EQ((*second)["speed"]["tries"][0]["measured_budget_tg128"].get<double>(), b);
       EXPECT_DOUBLE_EQ((*second)["speed"]["asked"]["decode_tps"].get<double>(), b);
       EXPECT_NEAR((*second)["speed"]["min_decode_tps"].get<double>(), raised, 1e-9 * raised);
       for (const auto& v : (*second)["tried"]) EXPECT_GE(v["speed"]["predicted_tg128"].get<double>(), raised * (1 - 1e-9));

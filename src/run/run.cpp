@@ -236,7 +236,10 @@ Result<json> at_target_measured(Env& e, const Manifest& man, const std::vector<S
     if (g.contains("tg128"))
       tries.push_back({{"decode_tps", e.budget.decode_tps}, {"prefill_tps", e.budget.prefill_tps}, {"file", g["path"]},
                        {"tg128", g["tg128"]}, {"pp512", g["pp512"]}, {"predicted_tg128", g["predicted_tg128"]},
-                       {"predicted_pp512", g["predicted_pp512"]}});
+                       {"predicted_pp512", g["predicted_pp512"]},
+                       // what gamma's file was held to in this try's rounds (the budget file's measurement, or the number)
+                       {"measured_budget_tg128", measured_decode_budget(e)},
+                       {"measured_budget_pp512", measured_prefill_budget(e)}});
     auto done = [&]() -> Result<json> {
       if (tries.size() > 1) {
         s["speed"]["asked"] = {{"decode_tps", asked.decode_tps}, {"prefill_tps", asked.prefill_tps}};
