@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/command.h"
 #include "run/mixes.h"
@@ -67,8 +68,10 @@ void add_run(CLI::App& app) {
   c->add_option("--race", o->race_chunks, "measure every variant on this many validation chunks first, then only the --race-keep best on all of them (0: every variant on all)")->capture_default_str();
   c->add_option("--race-keep", o->race_keep, "with --race: the variants measured on every validation chunk")->capture_default_str();
   c->add_flag("--each-scorer", o->each_scorer, "also report each other scorer's best variant on validation (static, HAWQ-V2, ...) on the report texts, beside gamma's file; the choice is unchanged");
-  c->add_option("--min-decode", o->min_decode, "speed budget: the file must decode at least this many tokens/s on this machine (llama-bench tg128, as gamma speed predicts it), or a GGUF of the model: at least as fast as that file (e.g. the llama.cpp mix you run today), or a llama.cpp mix's name (Q4_0: as fast as that mix of this model, built from the teacher), or 'mix': at each --size named by a mix, as fast as that mix; needs --size");
-  c->add_option("--min-prefill", o->min_prefill, "speed budget: prompt processing tokens/s (llama-bench pp512), a GGUF of the model, a mix's name, or 'mix' (each size's); needs --size");
+  c->add_option("--min-decode", o->min_decode, "speed budget: the file must decode at least this many tokens/s on this machine (llama-bench tg128, as gamma speed predicts it), or a GGUF of the model: at least as fast as that file (e.g. the llama.cpp mix you run today), or a llama.cpp mix's name (Q4_0: as fast as that mix of this model, built from the teacher), or 'mix': at each --size named by a mix, as fast as that mix; a list (18,21,24) with one --size: a target per speed; needs --size")
+      ->delimiter(',');
+  c->add_option("--min-prefill", o->min_prefill, "speed budget: prompt processing tokens/s (llama-bench pp512), a GGUF of the model, a mix's name, or 'mix' (each size's); a list with one --size; needs --size")
+      ->delimiter(',');
   c->add_option("--memory", *memory, "device budget: the memory llama.cpp may take to run the file (weights with their repacked copies, KV cache at --ctx, compute buffers), e.g. 2GiB; needs --size and --memory-ctx");
   c->add_option("--memory-ctx", o->ctx, "with --memory: the context the file must run with (tokens; -c/--ctx is the evaluation's chunk length)");
   c->add_option("--kv-type", o->kv_type, "with --memory: the KV cache's type (default f16)");
@@ -93,11 +96,11 @@ void add_run(CLI::App& app) {
     if (kld->count() && !(o->max_kld > 0 && std::isfinite(o->max_kld))) throw Failure("--max-kld must be a positive number");
     // A llama.cpp mix's name is resolved inside the run (the mix is built from the teacher first).
     for (auto [arg, name] : {std::pair{&o->min_decode, "--min-decode"}, std::pair{&o->min_prefill, "--min-prefill"}}) {
-      const auto list = speed_list(*arg);
+      const auto& list = *arg;
       if (list.size() > 1 && o->sizes.size() != 1)
         throw Failure(fmt::format("{}: a list of speeds goes with one --size (a target per speed at that size)", name));
       for (const auto& a : list) {
-        if (a.empty()) throw Failure(fmt::format("{} {}: an empty speed in the list", name, *arg));
+        if (a.empty()) throw Failure(fmt::format("{} {}: an empty speed in the list", name, fmt::join(list, ",")));
         if (!run::mix_size_name(a).empty()) continue;
         if (a != RunOptions::kSizeMix) {
           fail_if(speed::check_speed_target(a).with_context(name));
@@ -109,7 +112,7 @@ void add_run(CLI::App& app) {
             throw Failure(fmt::format("{} mix: every --size must be a llama.cpp mix's name (--size {} is not)", name, s));
       }
     }
-    if (speed_list(o->min_decode).size() > 1 && speed_list(o->min_prefill).size() > 1)
+    if (o->min_decode.size() > 1 && o->min_prefill.size() > 1)
       throw Failure("--min-decode and --min-prefill: a list in one of them, not both");
     if ((!o->min_decode.empty() || !o->min_prefill.empty()) && !size->count())
       throw Failure("--min-decode and --min-prefill need --size: the speed budget is solved beside a file size");

@@ -113,9 +113,9 @@ struct RunOptions {
   // Each is tokens/s, or a GGUF of the model: "as fast as this file" (speed::speed_target), or
   // a llama.cpp mix's name (as fast as that mix of this model), or kSizeMix: at each --size given
   // as a mix's name, as fast as that mix (a goal table's speed column, one run). Either may be a
-  // comma-separated list with one --size: a target per speed at that size (the speed/quality
-  // front at one size, one run).
-  std::string min_decode, min_prefill;
+  // list (the CLI splits commas) with one --size: a target per speed at that size (the
+  // speed/quality front at one size, one run). Empty: no budget.
+  std::vector<std::string> min_decode, min_prefill;
   static constexpr const char* kSizeMix = "mix";
   int bench_rounds = 2;
   // When gamma's file measures below a speed budget (the table's prediction is a model: 10-19 %
@@ -137,8 +137,6 @@ struct RunOptions {
 
 Status run_pipeline(const RunOptions& opt);
 
-// A speed budget's list ("20,24,28": one target each; one element when not a list).
-std::vector<std::string> speed_list(const std::string& arg);
 // How many targets a run has: one per --size, or one per speed of a list at its one --size.
 size_t target_count(const RunOptions& o);
 

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "gguf_model/model.h"
 #include "run/mixes.h"
@@ -23,17 +24,8 @@ namespace fs = std::filesystem;
 
 namespace gm {
 
-std::vector<std::string> speed_list(const std::string& arg) {
-  std::vector<std::string> out;
-  if (arg.empty()) return out;
-  size_t at = 0;
-  for (size_t comma; (comma = arg.find(',', at)) != std::string::npos; at = comma + 1) out.push_back(arg.substr(at, comma - at));
-  out.push_back(arg.substr(at));
-  return out;
-}
-
 size_t target_count(const RunOptions& o) {
-  return std::max({o.sizes.size(), speed_list(o.min_decode).size(), speed_list(o.min_prefill).size(), size_t{1}});
+  return std::max({o.sizes.size(), o.min_decode.size(), o.min_prefill.size(), size_t{1}});
 }
 
 }  // namespace gm
@@ -103,16 +95,17 @@ Result<Env::SpeedBudgets> resolve_pair(Env& e, const Manifest& m, std::string de
 
 Result<bool> resolve_speed_targets(Env& e, const Manifest& m, bool teacher_made) {
   if (!speed_budget(e)) return true;
-  const std::vector<std::string> decs = speed_list(e.o.min_decode), pres = speed_list(e.o.min_prefill);
+  const std::vector<std::string>&decs = e.o.min_decode, &pres = e.o.min_prefill;
+  // A mix's speed needs the mix, and the mix is built from the teacher.
   bool needs_teacher = false;
-  for (const auto& a : decs) needs_teacher |= a == RunOptions::kSizeMix || !mix_size_name(a).empty();
-  for (const auto& a : pres) needs_teacher |= a == RunOptions::kSizeMix || !mix_size_name(a).empty();
+  for (const auto* list : {&decs, &pres})
+    for (const auto& a : *list) needs_teacher |= a == RunOptions::kSizeMix || !mix_size_name(a).empty();
   if (!teacher_made && needs_teacher) return false;
   // One pair of budgets per target (the CLI checked the forms): the same at every size, a list's
   // i-th at the one size, or "mix": the i-th size's own mix.
   const size_t n = target_count(e.o);
-  const bool per_target = decs.size() > 1 || pres.size() > 1 || e.o.min_decode == RunOptions::kSizeMix ||
-                          e.o.min_prefill == RunOptions::kSizeMix;
+  auto is_mix = [](const std::vector<std::string>& list) { return list.size() == 1 && list[0] == RunOptions::kSizeMix; };
+  const bool per_target = decs.size() > 1 || pres.size() > 1 || is_mix(decs) || is_mix(pres);
   auto pick = [&](const std::vector<std::string>& list, size_t i) -> std::string {
     if (list.empty()) return "";
     const std::string& a = list[std::min(i, list.size() - 1)];
@@ -291,8 +284,8 @@ Status bench_rows(Env& e, json& summary, uint64_t budget) {
   summary["speed"] = {{"table", e.speed},
                       {"min_decode_tps", e.budget.decode_tps},
                       {"min_prefill_tps", e.budget.prefill_tps},
-                      {"min_decode_given", e.o.min_decode},
-                      {"min_prefill_given", e.o.min_prefill},
+                      {"min_decode_given", fmt::format("{}", fmt::join(e.o.min_decode, ","))},
+                      {"min_prefill_given", fmt::format("{}", fmt::join(e.o.min_prefill, ","))},
                       {"check", out},
                       {"bench_rounds", e.o.bench_rounds}};
   for (auto [key, file, measured] : {std::tuple{"min_decode_file", &e.budget.decode_file, e.budget.decode_file_measured},
