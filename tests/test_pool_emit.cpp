@@ -150,8 +150,9 @@ TEST(Pool, EstimateFromRowsIsThePoolsErrorWithEveryRowAndNearItWithFew) {
   }
 }
 
-// What gamma run quantizes when it prunes the pool: solve's window around the plans at the
-// sizes asked holds each plan's own candidates (0 steps) and their neighbours by bytes (1 step);
+// What gamma run quantizes when it prunes the pool: solve's window around the plans given
+// holds each plan's own candidates (0 steps), their neighbours by bytes (1 step), and with two
+// plans every candidate between theirs;
 // `--only` quantizes exactly the listed types, each candidate byte for byte the full pool's.
 TEST(Pool, WindowHoldsThePlansAndOnlyQuantizesItByteForByte) {
   TempDir d;
@@ -162,9 +163,8 @@ TEST(Pool, WindowHoldsThePlansAndOnlyQuantizesItByteForByte) {
   ASSERT_TRUE(alloc.is_ok()) << alloc.status().message();
   auto plan = alloc->solve(solve::Budget::of_bpw(8.0));
   ASSERT_TRUE(plan.is_ok()) << plan.status().message();
-  const uint64_t size = plan->size.file_bytes;
-  auto w0 = solve::candidate_window(full, *st, {size}, 0);
-  auto w1 = solve::candidate_window(full, *st, {size}, 1);
+  auto w0 = solve::candidate_window(full, {plan->plan}, 0);
+  auto w1 = solve::candidate_window(full, {plan->plan}, 1);
   ASSERT_TRUE(w0.is_ok() && w1.is_ok()) << w0.status().message();
   size_t n0 = 0, n1 = 0;
   for (const auto& e : full.modules) {
@@ -178,6 +178,29 @@ TEST(Pool, WindowHoldsThePlansAndOnlyQuantizesItByteForByte) {
     n0 += w0->at(e.name).size(), n1 += w1->at(e.name).size();
   }
   EXPECT_LT(n0, n1);
+  // Two plans: per module the candidates from the lighter plan's to the heavier's, by bytes.
+  auto light = alloc->solve(solve::Budget::of_bpw(alloc->min_bpw()));
+  ASSERT_TRUE(light.is_ok()) << light.status().message();
+  auto both = solve::candidate_window(full, {plan->plan, light->plan}, 0);
+  ASSERT_TRUE(both.is_ok()) << both.status().message();
+  size_t wider = 0;
+  for (const auto& e : full.modules) {
+    auto index = [&](const solve::Allocation& a) {
+      size_t i = 0;
+      while (e.candidates[i].id != a.plan.modules.at(e.name)) ++i;
+      return i;
+    };
+    const size_t lo = std::min(index(*plan), index(*light)), hi = std::max(index(*plan), index(*light));
+    std::vector<std::string> want;
+    for (size_t k = lo; k <= hi; ++k) want.push_back(e.candidates[k].type);
+    EXPECT_EQ(both->at(e.name), want) << e.name;
+    wider += hi > lo;
+  }
+  EXPECT_GT(wider, 0u);
+  // A plan of another pool is refused, not read as indices.
+  solve::Allocation other = *plan;
+  other.plan.modules.begin()->second = "no-such-candidate";
+  EXPECT_FALSE(solve::candidate_window(full, {other.plan}, 0).is_ok());
   // The window as gamma pool --only reads it, through its file.
   const std::string only = d / "only.json";
   ASSERT_TRUE(write_json(only, only_to_json(*w1)).is_ok());

@@ -829,3 +829,45 @@ TEST(RunPipeline, SpeedBudgetBindsThePlanAndTheReportMeasuresIt) {
   EXPECT_EQ(r.output, "gamma: error: --min-decode: fast.gguf: neither tokens/s nor a GGUF file\n");
   EXPECT_FALSE(fs::exists(d / "w3"));
 }
+
+// Under a speed budget the pool is still pruned (issue 44's window), and the window also holds
+// HAWQ-V2's plans on the estimate held to the budget: at --pool-window 0 it is exactly their
+// candidates, so the budget's window holds candidates the free plans' window lacks, and the
+// run reaches the budget from the pruned pool.
+TEST(RunPipeline, SpeedBudgetWindowHoldsThePlansHeldToIt) {
+  TempDir d;
+  const std::string common = stories260k() + " --size 330000 --scorers static,hawq --hawq-samples 1 --imatrix none "
+                             "--compare none --no-front --pool-window 0 -c 128 --chunks 2 -t 1 --bench-rounds 1 "
+                             "--speed-retries 0";
+  auto r = gamma("run " + common + " -w " + d / "free");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = gamma("run " + common + " -w " + d / "w" + " --min-decode 1e9");  // the speed table, and the fastest plan's speed
+  ASSERT_NE(r.exit_code, 0);
+  const size_t f = r.output.find("the fastest ");
+  ASSERT_NE(f, std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(d / "w/pool-only.json"));  // refused before the window is made
+  const double fastest = std::stod(r.output.substr(f + 12));
+  r = gamma("run " + common + " -w " + d / "w" + " --min-decode " + std::to_string(0.999 * fastest));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("held to the speed or memory budgets)"), std::string::npos) << r.output;
+  auto free_only = load_only(d / "free/pool-only.json");
+  auto only = load_only(d / "w/pool-only.json");
+  ASSERT_TRUE(free_only.is_ok() && only.is_ok());
+  size_t added = 0;
+  for (const auto& [name, types] : *free_only) {
+    const auto& held = only->at(name);
+    for (const auto& t : types) EXPECT_NE(std::find(held.begin(), held.end(), t), held.end()) << name << " " << t;
+    added += held.size() - types.size();
+  }
+  EXPECT_GT(added, 0u);
+  auto pool = Manifest::load(d / "w/pool");
+  ASSERT_TRUE(pool.is_ok());
+  for (const auto& m : pool->modules) EXPECT_EQ(m.candidates.size(), only->at(m.name).size()) << m.name;
+  // What the window was made for names the budget: a rerun with another speed is refused.
+  auto j = read_json(d / "w/pool-only.json", "gamma.pool.only", 1);
+  ASSERT_TRUE(j.is_ok());
+  EXPECT_NEAR((*j)["targets"]["budgets"][0]["decode_tps"].get<double>(), 0.999 * fastest, 1e-3 * fastest);
+  r = gamma("run " + common + " -w " + d / "w" + " --min-decode " + std::to_string(0.5 * fastest));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("holds a pool chosen for other targets"), std::string::npos) << r.output;
+}

@@ -307,6 +307,8 @@ bool raise_by_shortfall(Env& e, const json& gamma_row);
 std::string budgets_tag(const Env& e);
 // gamma solve's arguments of the speed and memory budgets (none without them).
 std::vector<std::string> speed_args(const Env& e);
+// The speed and memory budgets of the current target (Env::budget) as the solver takes them.
+solve::SpeedBudget solve_limits(const Env& e);
 // A head rule: the head's type ("" = the default at the size) and its steps below the default.
 using HeadRule = std::pair<std::string, int>;
 // The rules among `rules` that some plan of `size` bytes meets the speed and memory budgets with

@@ -2,9 +2,9 @@
 // estimate of the pool from sampled rows (gamma pool --estimate-rows), HAWQ-V2's Hessian traces
 // measured on it (the traces do not depend on the candidates, so the real pool's HAWQ-V2 scores
 // reuse them: gamma hawq --traces-from), HAWQ-V2's plans on the estimate at every size the run
-// will make (the targets and the mixes it compares with, the front), and per module the
-// candidates within --pool-window steps of those plans: W/pool-only.json, what gamma pool
-// --only quantizes.
+// will make (the targets and the mixes it compares with, the front), under a speed or memory
+// budget also its plans held to that budget, and per module the candidates within
+// --pool-window steps of those plans: W/pool-only.json, what gamma pool --only quantizes.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -18,11 +18,66 @@ namespace gm::run {
 
 bool prunes(const Env& e) {
   const auto& s = e.scorers;
-  // A speed budget draws plans from the fast types wherever they are: HAWQ-V2's plans by size
-  // alone say nothing about which candidates those are, so the whole pool is quantized.
-  return e.o.pool_window >= 0 && e.o.types.empty() && e.o.max_kld <= 0 && !speed_budget(e) && !memory_budget(e) &&
-         std::find(s.begin(), s.end(), "hawq") != s.end();
+  return e.o.pool_window >= 0 && e.o.types.empty() && e.o.max_kld <= 0 && std::find(s.begin(), s.end(), "hawq") != s.end();
 }
+
+namespace {
+// How much a retry raises a speed budget (raise_by_shortfall: the measured / predicted shortfall
+// and 1 %): measured 7.5 % on SmolLM2 (results/speed_model/smollm2_min_decode_q4_0/) and a 9 %
+// shortfall on Qwen at Q2_K's size (results/speed_model/README.md); the window is made for up to
+// this much per retry.
+constexpr double kRetryRaise = 0.10;
+
+// Under a speed or memory budget, HAWQ-V2's plans held to it at each target's sizes (its own and
+// the mixes', the front's points), with every head rule that meets it there (variants_at's), at
+// the budget and as each retry may raise it. A plan held to a mix's decode speed moves modules
+// to the fast types (Q4_0, Q2_K, Q4_K), which by bytes can sit far from where the size alone
+// puts a module: the window of the free plans would leave them out.
+Status add_budget_plans(Env& e, const Manifest& man, const scores::Scores& hawq, const solve::Allocator& stat,
+                        const std::vector<std::vector<uint64_t>>& at_size, std::vector<Plan>* plans) {
+  if (!speed_budget(e) && !memory_budget(e)) return Status::ok();
+  const size_t n = target_count(e.o);
+  for (size_t t = 0; t < n; ++t) {
+    e.speed_at(t);
+    const auto& at = at_size[at_size.size() == 1 ? 0 : t];
+    for (size_t k = 0; k < at.size(); ++k) {
+      auto rules = head_rules(e, man, stat, at[k]);
+      if (!rules.is_ok()) {
+        if (k == 0) return rules.status();  // the target itself (the run checked it is reachable)
+        continue;                           // a mix's size this budget cannot make: no front point there
+      }
+      for (int retry = 0; retry <= e.o.speed_retries; ++retry) {
+        solve::SpeedBudget sb = solve_limits(e);
+        sb.min_decode_tps *= 1 + kRetryRaise * retry;
+        sb.min_prefill_tps *= 1 + kRetryRaise * retry;
+        for (const auto& [head, steps] : *rules) {
+          std::map<std::string, std::string> fixed;
+          if (!head.empty()) fixed[output_head(man)] = head;
+          GAMMA_ASSIGN_OR_RETURN(auto a, solve::Allocator::create(man, hawq, {}, {}, fixed));
+          auto p = a.solve(solve::Budget::of_file_bytes(at[k]), sb);
+          if (p.is_ok()) plans->push_back(p->plan);
+          else if (retry == 0) return p.status();  // head_rules found a plan within this budget
+        }
+      }
+    }
+  }
+  e.speed_at(0);
+  return Status::ok();
+}
+
+// What a window was made for, beside the sizes: the speed and memory budgets of each target.
+json budgets_json(Env& e) {
+  json out = json::array();
+  if (!speed_budget(e) && !memory_budget(e)) return out;
+  for (size_t t = 0; t < target_count(e.o); ++t) {
+    e.speed_at(t);
+    out.push_back({{"decode_tps", e.budget.decode_tps}, {"prefill_tps", e.budget.prefill_tps},
+                   {"memory_bytes", e.o.memory_bytes}, {"ctx", e.o.ctx}, {"retries", e.o.speed_retries}});
+  }
+  e.speed_at(0);
+  return out;
+}
+}  // namespace
 
 std::string hawq_traces_path(const Env& e) { return e.W + "/scores-hawq-estimate.json"; }
 
@@ -43,8 +98,9 @@ Result<std::string> pool_only(Env& e, const Manifest& preview, const std::vector
   const RunOptions& o = e.o;
   // What the window was made for: a later run in this work directory with other targets would
   // find sizes the pruned pool cannot make well (or at all).
-  const json targets = {{"sizes", sizes}, {"bpw", o.bpw}, {"pool_window", o.pool_window}, {"compare", o.compare},
-                        {"max_mixes", o.max_mixes}};
+  json targets = {{"sizes", sizes}, {"bpw", o.bpw}, {"pool_window", o.pool_window}, {"compare", o.compare},
+                  {"max_mixes", o.max_mixes}};
+  if (json b = budgets_json(e); !b.empty()) targets["budgets"] = b;
   if (file_exists(only)) {
     GAMMA_ASSIGN_OR_RETURN(json j, read_json(only, "gamma.pool.only", 1));
     if (j.value("targets", json()) != targets)
@@ -75,15 +131,25 @@ Result<std::string> pool_only(Env& e, const Manifest& preview, const std::vector
   // cheaper head makes those: Qwen2.5-0.5B's tied embedding, 57 MiB lighter) every module is at
   // its lightest candidate already, which is that smallest file's plan.
   const uint64_t lo = std::max(range.min, stat.min_file_bytes());
-  std::vector<uint64_t> at;
+  std::vector<std::vector<uint64_t>> at_size;  // per size asked: its budget, then its mixes' sizes
   for (uint64_t s : sizes.empty() ? std::vector<uint64_t>{0} : sizes) {
     GAMMA_ASSIGN_OR_RETURN(uint64_t b, budget_bytes(o, stat, s));
-    at.push_back(std::clamp(b, lo, range.max));
+    std::vector<uint64_t> at = {std::clamp(b, lo, range.max)};
     GAMMA_ASSIGN_OR_RETURN(std::vector<uint64_t> mixes, compared_mix_sizes(e, b));
     for (uint64_t m : mixes)
       if (m >= range.min && m <= range.max) at.push_back(std::max(m, lo));
+    at_size.push_back(std::move(at));
   }
-  GAMMA_ASSIGN_OR_RETURN(auto window, solve::candidate_window(man, hawq, at, o.pool_window));
+  std::vector<Plan> plans;
+  GAMMA_ASSIGN_OR_RETURN(auto hw, solve::Allocator::create(man, hawq, {}));
+  for (const auto& at : at_size)
+    for (uint64_t s : at) {
+      GAMMA_ASSIGN_OR_RETURN(solve::Allocation a, hw.solve(solve::Budget::of_file_bytes(s)));
+      plans.push_back(std::move(a.plan));
+    }
+  const size_t free_plans = plans.size();
+  GAMMA_RETURN_IF_ERROR(add_budget_plans(e, man, hawq, stat, at_size, &plans));
+  GAMMA_ASSIGN_OR_RETURN(auto window, solve::candidate_window(man, plans, o.pool_window));
   // The source's own type too: its bytes are copied, not quantized (seconds), and gamma layers
   // measures each layer from it.
   size_t kept = 0, all = 0;
@@ -97,8 +163,9 @@ Result<std::string> pool_only(Env& e, const Manifest& preview, const std::vector
   json j = only_to_json(window);
   j["targets"] = targets;
   GAMMA_RETURN_IF_ERROR(write_json(only, j));
-  std::printf("== pool window: %zu of %zu candidates (within %d steps of HAWQ-V2's plans on the estimate at %zu sizes)\n",
-              kept, all, o.pool_window, at.size());
+  std::printf("== pool window: %zu of %zu candidates (within %d steps of HAWQ-V2's plans on the estimate at %zu sizes%s)\n",
+              kept, all, o.pool_window, free_plans,
+              plans.size() > free_plans ? fmt::format(", and {} held to the speed or memory budgets", plans.size() - free_plans).c_str() : "");
   return only;
 }
 

@@ -170,13 +170,18 @@ std::vector<std::string> speed_args(const Env& e) {
   return a;
 }
 
+solve::SpeedBudget solve_limits(const Env& e) {
+  solve::SpeedBudget sb;
+  if (e.table) sb.table = &*e.table, sb.min_decode_tps = e.budget.decode_tps, sb.min_prefill_tps = e.budget.prefill_tps;
+  if (e.source_memory) sb.memory_bytes = e.o.memory_bytes, sb.source = &*e.source_memory;
+  return sb;
+}
+
 Result<std::vector<HeadRule>> meeting_speed(const Env& e, const Manifest& man, uint64_t size,
                                             const std::vector<HeadRule>& rules) {
   if (!speed_budget(e) && !memory_budget(e)) return rules;
   GAMMA_ASSIGN_OR_RETURN(scores::Scores st, scores::Scores::from_manifest(man));
-  solve::SpeedBudget sb;
-  if (e.table) sb.table = &*e.table, sb.min_decode_tps = e.budget.decode_tps, sb.min_prefill_tps = e.budget.prefill_tps;
-  if (e.source_memory) sb.memory_bytes = e.o.memory_bytes, sb.source = &*e.source_memory;
+  const solve::SpeedBudget sb = solve_limits(e);
   std::vector<HeadRule> out;
   Status last;
   for (const auto& r : rules) {

@@ -2,22 +2,18 @@
 
 #include <algorithm>
 
-#include "solve/allocate.h"
-
 namespace gm::solve {
 
 Result<std::map<std::string, std::vector<std::string>>> candidate_window(const Manifest& estimate,
-                                                                         const scores::Scores& scores,
-                                                                         const std::vector<uint64_t>& sizes, int steps) {
-  if (sizes.empty()) return Status::error("candidate_window: no sizes");
+                                                                         const std::vector<Plan>& plans, int steps) {
+  if (plans.empty()) return Status::error("candidate_window: no plans");
   if (steps < 0) return Status::error("candidate_window: steps must be >= 0");
-  GAMMA_ASSIGN_OR_RETURN(auto alloc, Allocator::create(estimate, scores, {}));
   // Per module, the lowest and highest index (candidates are sorted by bytes) any plan takes.
   std::map<std::string, std::pair<int, int>> span;
-  for (uint64_t size : sizes) {
-    GAMMA_ASSIGN_OR_RETURN(Allocation a, alloc.solve(Budget::of_file_bytes(size)));
+  for (const Plan& p : plans) {
+    GAMMA_RETURN_IF_ERROR(p.validate(estimate).with_context("candidate_window"));
     for (const auto& e : estimate.modules) {
-      const std::string& id = a.plan.modules.at(e.name);
+      const std::string& id = p.modules.at(e.name);
       const int i = int(std::find_if(e.candidates.begin(), e.candidates.end(),
                                      [&](const Candidate& c) { return c.id == id; }) -
                         e.candidates.begin());

@@ -5,22 +5,23 @@
 // sits; the real pool quantizes, per module, the candidates within `steps` of those places
 // (by bytes, in the module's candidate list) and nothing else. The learned scorers then choose
 // inside that window: results/prune_qwen/ measures what they lose against the full pool.
+// Which plans: the caller's (gamma run: HAWQ-V2's at each size, and under a speed budget also
+// the plans held to it, which take fast types far from where the size alone puts a module).
 #pragma once
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "plan/plan.h"
 #include "pool/manifest.h"
-#include "scores/scores.h"
 #include "util/status.h"
 
 namespace gm::solve {
 
-// Per module of `estimate`, the candidate types within `steps` of the candidates the plans
-// for `sizes` (whole-file bytes, each feasible on the estimate) choose with `scores`.
+// Per module of `estimate`, the candidate types within `steps` of the candidates `plans` (plans
+// of the estimate) choose.
 Result<std::map<std::string, std::vector<std::string>>> candidate_window(const Manifest& estimate,
-                                                                         const scores::Scores& scores,
-                                                                         const std::vector<uint64_t>& sizes, int steps);
+                                                                         const std::vector<Plan>& plans, int steps);
 
 }  // namespace gm::solve
