@@ -608,6 +608,50 @@ TEST(RunPipeline, EachScorerReportsEveryScorersBestOnTheSameChunks) {
   EXPECT_NEAR(b["paired_gamma_minus"][0]["mean"].get<double>(), diff / 2, 1e-12);
   EXPECT_NE(r.output.find("gamma's file minus best "), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(stem + ".gguf"));
+
+  // A second size in the same work directory (Q8_0's resumed): a sweep, and its goal table
+  // W/sweep.md, a row per size with each file's KLD on both texts as run-BYTES.json has them, the
+  // mix the size names, the paired differences, and "yes" only where every one is below zero by
+  // two errors.
+  r = gamma("run " + stories260k() + " -w " + d / "w" + " --size q4_0,q8_0 --types Q4_0,Q8_0 --scorers static,hawq" +
+            " --hawq-samples 1 --imatrix-chunks 2 -c 128 --chunks 2 --valid-chunks 3 --race 1 --race-keep 1" +
+            " --each-scorer --text wiki,python -t 2 --no-front");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto sweep = read_json(d / "w/sweep.json", "gamma.run.sweep", 1);
+  auto md = read_text_file(d / "w/sweep.md", "sweep.md");
+  ASSERT_TRUE(sweep.is_ok() && md.is_ok());
+  EXPECT_NE(r.output.find(*md), std::string::npos) << r.output;
+  const std::string other = b["scorer"].get<std::string>();
+  EXPECT_NE(md->find("| size | gamma (chosen on validation) | best " + other + " | llama.cpp mix | gamma below all on both texts? |"),
+            std::string::npos) << *md;
+  for (const auto& s : (*sweep)["sizes"]) {
+    const std::string size = s["target"]["size"].get<std::string>();
+    const size_t at = md->find("\n| " + size + " | ");
+    ASSERT_NE(at, std::string::npos) << size << "\n" << *md;
+    const std::string line = md->substr(at + 1, md->find('\n', at + 1) - at - 1);
+    auto klds = [](const json& row) {
+      return fmt::format("{:.4f} / {:.4f}", row["kld_mean"].get<double>(), row["also"][0]["kld_mean"].get<double>());
+    };
+    EXPECT_NE(line.find("| " + klds(s["rows"][0]) + " (" + s["chosen"]["name"].get<std::string>()), std::string::npos) << line;
+    ASSERT_EQ(s["scorer_bests"].size(), 1u);
+    EXPECT_NE(line.find("| " + klds(s["scorer_bests"][0]) + " |"), std::string::npos) << line;
+    const std::string named = run::mix_size_name(size);  // q4_0: Q4_0
+    const json* mix = nullptr;
+    for (const auto& m : s["mixes"])
+      if (m["label"] == "llama.cpp " + named) mix = &m;
+    ASSERT_NE(mix, nullptr) << s["mixes"].dump();
+    EXPECT_NE(line.find("| " + klds(*mix) + " (" + named + ") |"), std::string::npos) << line;
+    bool below = true;
+    for (const json* row : {&s["scorer_bests"][0], mix}) {
+      ASSERT_EQ((*row)["paired_gamma_minus"].size(), 2u) << row->dump();
+      for (const auto& p : (*row)["paired_gamma_minus"]) {
+        below = below && p["mean"].get<double>() + 2 * p["stderr"].get<double>() < 0;
+        EXPECT_NE(md->find(fmt::format("{:+.4f} ± {:.4f}", p["mean"].get<double>(), p["stderr"].get<double>())),
+                  std::string::npos) << *md;
+      }
+    }
+    EXPECT_EQ(line.find("| yes |") != std::string::npos, below) << line;
+  }
 }
 
 // A speed budget (--min-decode): a speed no plan of the size reaches is one line naming the

@@ -266,6 +266,14 @@ void print_sweep(const Env& e, const json& sweep);
 // (a line per size: the speed/quality front), the mixes as points. Nothing without them.
 Status draw_sweep_png(const std::string& path, const json& sweep);
 
+// ---- sweep_table.cpp -------------------------------------------------------------------------
+
+// The sweep's goal table in Markdown (W/sweep.md): per size gamma's file, every other scorer's
+// best (--each-scorer) and the size's llama.cpp mix on each report text, whether gamma's file is
+// below all of them on every text (by the paired errors), the speeds under a budget; then the
+// paired differences.
+std::string sweep_table_md(const json& sweep);
+
 // ---- speed_budget.cpp ------------------------------------------------------------------------
 
 // Whether --min-decode or --min-prefill is set; whether --memory is.

@@ -108,6 +108,19 @@ void add_also(const Env& e, json& row, const std::vector<EvalResult>& evs) {
                            {"top1", *evs[i].kld->top1}, {"ppl", *evs[i].perplexity->ppl}});
 }
 
+// gamma's file minus a row's, chunk by chunk on each report text (negative: gamma's lower): the
+// paired error says what the two means' errors cannot when the files are close.
+void add_paired(const Env& e, json& row, const EvalResult& mine, const std::vector<EvalResult>& mine_also,
+                const EvalResult& theirs, const std::vector<EvalResult>& their_also) {
+  auto pair = [&](const EvalResult& g, const EvalResult& x, const std::string& text) {
+    if (auto d = eval::paired_difference(g, x); d.is_ok())
+      row["paired_gamma_minus"].push_back({{"text", text}, {"mean", d->mean}, {"stderr", d->stderr_}, {"chunks", d->n}});
+  };
+  pair(mine, theirs, e.report.path);
+  for (size_t i = 0; i < their_also.size() && i < mine_also.size() && i < e.also.size(); ++i)
+    pair(mine_also[i], their_also[i], e.also[i].path);
+}
+
 }  // namespace
 
 Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& scorers, const solve::Allocator& stat,
@@ -151,13 +164,7 @@ Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& s
     fs::remove(gguf, ec);
     row["scorer"] = scorer_family(v);
     row["variant"] = variant_json(v);
-    // gamma's file minus this one, chunk by chunk on each report text (negative: gamma's lower).
-    auto pair = [&](const EvalResult& g, const EvalResult& x, const std::string& text) {
-      if (auto d = eval::paired_difference(g, x); d.is_ok())
-        row["paired_gamma_minus"].push_back({{"text", text}, {"mean", d->mean}, {"stderr", d->stderr_}, {"chunks", d->n}});
-    };
-    pair(mine, ev, e.report.path);
-    for (size_t i = 0; i < also.size() && i < mine_also.size(); ++i) pair(mine_also[i], also[i], e.also[i].path);
+    add_paired(e, row, mine, mine_also, ev, also);
     summary["scorer_bests"].push_back(row);
     summary["rows"].push_back(row);
   }
@@ -170,6 +177,7 @@ Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& s
     add_also(e, row, m.also);
     row["predicted_bytes"] = m.predicted;
     row["fits_budget"] = m.fits;
+    add_paired(e, row, mine, mine_also, m.report, m.also);
     summary["mixes"].push_back(row);
     summary["rows"].push_back(row);
     if (!o.front || m.bytes < range.min || m.bytes == best.bytes) continue;
@@ -380,6 +388,7 @@ void print_sweep(const Env& e, const json& sweep) {
                 v["winner"] == "llama.cpp" ? ("llama.cpp " + v["mix"].get<std::string>() + " beats it").c_str() : "gamma",
                 speed.c_str(), also.c_str());
   }
+  std::printf("\nthe goal table (%s):\n\n%s", (e.W + "/sweep.md").c_str(), sweep_table_md(sweep).c_str());
   std::printf("summary: %s (total %s, disk at most %.1f MiB)\n", (e.W + "/sweep.json").c_str(),
               hms(e.elapsed()).c_str(), double(e.peak_disk) / (1 << 20));
 }
