@@ -306,6 +306,47 @@ TEST(Model, ActivationCacheMatchesLibllamaAndResumes) {
   EXPECT_NE(bad.status().message().find("too short"), std::string::npos) << bad.status().message();
 }
 
+// A finished job drops the activation entries it made (gamma run, once its scorers are ready):
+// never while another process builds or opens the entry (the builders' lock, shared by readers
+// while they open it), and a reader that opened it keeps reading; the next open builds it again.
+TEST(Model, ActivationCacheIsDroppedOnlyWhenNoOneHoldsIt) {
+  TempDir dir;
+  CalibOptions opt;
+  opt.calib_tokens = 2 * 64;
+  opt.seq_len = 64;
+  opt.n_threads = 2;
+  opt.quiet = true;
+  opt.cache_root = dir / "a";
+  auto c = ActivationCache::open_or_build(gm::testing::stories260k(), opt);
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  const std::string key = (*c)->key(), entry = (*c)->dir();
+  EXPECT_EQ(activation_cache_keys(opt.cache_root), std::vector<std::string>{key});
+  std::vector<float> before(64 * 64), after(64 * 64);
+  ASSERT_TRUE((*c)->read(3, {1}, before.data()).is_ok());
+  {
+    auto reader = FileLock::acquire_shared(entry + ".lock");  // as open_or_build holds it while opening
+    ASSERT_TRUE(reader.is_ok());
+    auto held = drop_activation_cache(opt.cache_root, key);
+    ASSERT_TRUE(held.is_ok()) << held.status().message();
+    EXPECT_FALSE(*held);
+    EXPECT_TRUE(fs::exists(entry + "/meta.json"));
+  }
+  auto dropped = drop_activation_cache(opt.cache_root, key);
+  ASSERT_TRUE(dropped.is_ok()) << dropped.status().message();
+  EXPECT_TRUE(*dropped);
+  EXPECT_FALSE(fs::exists(entry));
+  EXPECT_TRUE(activation_cache_keys(opt.cache_root).empty());
+  ASSERT_TRUE((*c)->read(3, {1}, after.data()).is_ok());  // opened before: its files are still its own
+  EXPECT_EQ(before, after);
+  EXPECT_FALSE(*drop_activation_cache(opt.cache_root, key));    // none there
+  EXPECT_FALSE(*drop_activation_cache(opt.cache_root, "../a"));  // not a key
+  auto rebuilt = ActivationCache::open_or_build(gm::testing::stories260k(), opt);
+  ASSERT_TRUE(rebuilt.is_ok()) << rebuilt.status().message();
+  EXPECT_EQ((*rebuilt)->dir(), entry);
+  ASSERT_TRUE((*rebuilt)->read(3, {1}, after.data()).is_ok());
+  EXPECT_EQ(before, after);
+}
+
 // A layer-sharded job's rank needs only the boundaries of its layers: an entry built for a
 // range holds just those files, a later range adds the rest to the same entry, a part copied
 // from another machine is read as it is, and every file equals the whole cache's.

@@ -1,6 +1,7 @@
 // gamma run: the whole chain on stories260K (seconds), its resume, its comparison with the
 // llama.cpp mix nearest in size, and its refusals.
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -914,4 +915,35 @@ TEST(RunPipeline, SpeedBudgetWindowHoldsThePlansHeldToIt) {
   r = gamma("run " + common + " -w " + d / "w" + " --min-decode " + std::to_string(0.5 * fastest));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("holds a pool chosen for other targets"), std::string::npos) << r.output;
+}
+
+// The teacher's calibration activations (gamma's cache) are read by HAWQ-V2 and Stage I only:
+// once the scorers are ready the job drops the entries it made, and keeps those that were in
+// the cache when it first started (another run's). A private cache, so no other test's entries.
+TEST(RunPipeline, DropsTheActivationsItMadeOnceTheScorersAreReady) {
+  TempDir d;
+  ASSERT_EQ(::setenv("GAMMA_CACHE", (d / "cache").c_str(), 1), 0);
+  const std::string common = stories260k() + " --bpw 8 --types Q4_0,Q8_0 --scorers hawq --hawq-samples 1 --imatrix none "
+                             "--compare none --no-front -c 128 --chunks 2 -t 2";
+  auto key_of = [&](const std::string& w) {
+    auto j = read_json(w + "/scores-hawq.json", "gamma.scores", 1);
+    return j.is_ok() ? (*j)["hyperparameters"]["activations"]["key"].get<std::string>() : std::string();
+  };
+  auto r = gamma("run " + common + " -w " + d / "made");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string key = key_of(d / "made");
+  ASSERT_FALSE(key.empty());
+  EXPECT_NE(r.output.find("the scorers' calibration activations dropped"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(d / ("cache/activations/" + key)));
+  auto before = read_json(d / "made/activations-before.json", "gamma.run.activations", 1);
+  ASSERT_TRUE(before.is_ok()) << before.status().message();
+  EXPECT_TRUE((*before)["keys_before"].empty());
+  // The same entry there before the job (its directory, which the job then fills): kept.
+  fs::create_directories(d / ("cache/activations/" + key));
+  r = gamma("run " + common + " -w " + d / "kept");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(key_of(d / "kept"), key);
+  EXPECT_EQ(r.output.find("activations dropped"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(d / ("cache/activations/" + key + "/meta.json")));
+  ::unsetenv("GAMMA_CACHE");
 }

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -58,6 +59,28 @@ Result<std::vector<std::string>> default_calibration_files() {
 
 std::string activation_cache_root(const CalibOptions& opt) {
   return opt.cache_root.empty() ? cache_dir() + "/activations" : opt.cache_root;
+}
+
+std::vector<std::string> activation_cache_keys(const std::string& root) {
+  std::vector<std::string> keys;
+  std::error_code ec;
+  for (const auto& d : fs::directory_iterator(root, ec))
+    if (d.is_directory(ec) && d.path().extension().empty()) keys.push_back(d.path().filename().string());
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+Result<bool> drop_activation_cache(const std::string& root, const std::string& key) {
+  const std::string dir = root + "/" + key;
+  std::error_code ec;
+  if (key.empty() || key.find('/') != std::string::npos || !fs::is_directory(dir, ec)) return false;
+  // The builders' lock: an entry being built (or extended by boundaries) is left alone. The lock
+  // file stays: a builder waiting on it holds that file, and a new one would let two build.
+  GAMMA_ASSIGN_OR_RETURN(std::optional<FileLock> lock, FileLock::try_acquire(dir + ".lock"));
+  if (!lock) return false;
+  fs::remove_all(dir, ec);
+  if (ec) return Status::errorf("cannot remove {}: {}", dir, ec.message());
+  return true;
 }
 
 Result<std::vector<std::vector<int32_t>>> calibration_sequences(LlamaRunner& runner, const CalibOptions& opt) {
@@ -279,8 +302,16 @@ Result<std::unique_ptr<ActivationCache>> ActivationCache::open_or_build(const st
   };
 
   std::error_code ec;
-  std::optional<FileLock> lock;  // held while this process builds the entry
-  if (!missing().empty()) {
+  // Held while this process builds the entry (exclusive), or opens it (shared: a finished job
+  // drops the entries it made, drop_activation_cache, and must not do so under a reader).
+  std::optional<FileLock> lock;
+  bool unlocked = false;  // a cache this process cannot write to is read without the lock
+  if (missing().empty()) {
+    if (auto l = FileLock::acquire_shared(dir + ".lock"); l.is_ok()) lock.emplace(std::move(*l));
+    else unlocked = true;
+  }
+  if (!unlocked && (!lock || !missing().empty())) {  // (dropped between the two looks: built again)
+    lock.reset();
     fs::create_directories(root, ec);
     if (ec) return Status::errorf("cannot create {}: {}", root, ec.message());
     // Another gamma may be building the same entry: wait for it, then use what it published.

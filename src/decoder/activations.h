@@ -71,6 +71,13 @@ class ActivationCache {
   std::vector<int> fds_;  // one per boundary file of the range, from first_
 };
 
+// The entries under `root` (a cache root: activation_cache_root's), by key.
+std::vector<std::string> activation_cache_keys(const std::string& root);
+// Removes the entry `key` under `root`, unless another process is building it (its lock is
+// held): false then, or when there is none. A process reading the entry keeps its open files
+// (the data stays until they are closed); one opening it later builds it again.
+Result<bool> drop_activation_cache(const std::string& root, const std::string& key);
+
 // The calibration sequences for `opt` as the cache builds them (exposed for tests/bench):
 // each file contributes an equal share of sequences, evenly spaced through its tokens; the
 // first token of each sequence is BOS when the vocabulary wants one (as llama-perplexity).

@@ -158,6 +158,15 @@ Result<double> learn_bpw(const RunOptions& o, const solve::Allocator& stat, uint
 
 // ---- scorers.cpp -----------------------------------------------------------------------------
 
+// W/activations-before.json: the calibration activation entries of gamma's cache (decoder/
+// activations.h) that were there when the job first started.
+std::string activations_before_path(const Env& e);
+// HAWQ-V2 and Stage I read the teacher's activations on the calibration text (1.09 GB of gamma's
+// cache on Qwen-1.5B); nothing after the scorers does. Once they are ready, the entries their
+// scores files name are dropped, unless they were there before the job (another run's); a later
+// job on the same calibration builds them again (a teacher forward pass: minutes on Qwen-1.5B).
+Status drop_activations(Env& e);
+
 struct Scorer {
   std::string name;               // static, hawq, gamma, gamma-fit, gamma-cal, gamma-blend
   std::vector<std::string> args;  // gamma solve's score arguments

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "decoder/activations.h"
 #include "fetch/fetch.h"
 #include "gguf_model/model.h"
 #include "pool/pool.h"
@@ -85,6 +86,13 @@ Status set_up(Env& e) {
   GAMMA_ASSIGN_OR_RETURN(auto lock, FileLock::try_acquire(e.W + "/.gamma-run.lock"));
   if (!lock) return Status::errorf("work directory {} is in use by another gamma run", e.W);
   e.lock.emplace(std::move(*lock));
+  // The calibration activations gamma's cache held before this job's first start: those it makes
+  // itself are dropped once its scorers are ready (drop_activations), these never.
+  if (const std::string before = activations_before_path(e); !file_exists(before)) {
+    json j = json_header("gamma.run.activations", 1);
+    j["keys_before"] = activation_cache_keys(activation_cache_root({}));
+    GAMMA_RETURN_IF_ERROR(write_json(before, j));
+  }
   for (const auto& v : valid_names(o)) GAMMA_RETURN_IF_ERROR(make_validation_text(v, e.W));
   if (o.calib.empty() && !file_exists(e.calib)) {  // prose then code, one file: llama-imatrix reads one
     GAMMA_ASSIGN_OR_RETURN(std::string text, default_calibration_text());
@@ -368,6 +376,7 @@ Status run_pipeline(const RunOptions& o) {
   // GAMMA learns once, at the middle target (its scores serve every budget).
   GAMMA_ASSIGN_OR_RETURN(double lbpw, learn_bpw(o, stat, budgets[budgets.size() / 2], range));
   GAMMA_ASSIGN_OR_RETURN(std::vector<Scorer> scorers, prepare_scorers(e, lbpw));
+  GAMMA_RETURN_IF_ERROR(drop_activations(e));
 
   if (n_targets == 1) {
     e.speed_at(0);

@@ -1,10 +1,13 @@
 // gamma run's scorers: each one's scores measured once and cached in the work directory (the
 // static proxy needs none; HAWQ-V2's traces, Stage I's scores and gamma layers' measurement are
 // child processes), and the solve arguments of every variant they give.
+#include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 
+#include "decoder/activations.h"
 #include "decoder/hparams.h"
 #include "run/pipeline.h"
 #include "run/proc.h"
@@ -82,6 +85,35 @@ Result<std::string> measure_layers(Env& e) {
 }
 
 }  // namespace
+
+std::string activations_before_path(const Env& e) { return e.W + "/activations-before.json"; }
+
+Status drop_activations(Env& e) {
+  GAMMA_ASSIGN_OR_RETURN(json before, read_json(activations_before_path(e), "gamma.run.activations", 1));
+  const auto kept = before.value("keys_before", std::vector<std::string>{});
+  // The entries this job's scorers read: each scores file names its own.
+  std::set<std::string> keys;
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(e.W, ec)) {
+    const std::string name = f.path().filename().string();
+    if (name.rfind("scores-", 0) != 0 || f.path().extension() != ".json") continue;
+    auto j = read_json(f.path().string(), "gamma.scores", 1);
+    if (!j.is_ok() || !j->contains("hyperparameters")) continue;
+    const json& h = (*j)["hyperparameters"];
+    if (h.contains("activations") && h["activations"].contains("key")) keys.insert(h["activations"]["key"].get<std::string>());
+  }
+  const std::string root = activation_cache_root({});
+  for (const auto& k : keys) {
+    if (std::find(kept.begin(), kept.end(), k) != kept.end()) continue;
+    const uint64_t bytes = dir_bytes(root + "/" + k);
+    GAMMA_ASSIGN_OR_RETURN(bool dropped, drop_activation_cache(root, k));
+    if (dropped)
+      std::printf("   the scorers' calibration activations dropped (%.1f MiB of gamma's cache; nothing later reads them)\n",
+                  double(bytes) / (1 << 20));
+  }
+  std::fflush(stdout);
+  return Status::ok();
+}
 
 Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
   std::vector<Scorer> out;

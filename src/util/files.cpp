@@ -150,30 +150,37 @@ Result<std::string> read_text_file(const std::string& path, const char* what) {
   return read_file(path);
 }
 
-Result<FileLock> FileLock::acquire(const std::string& path) {
+namespace {
+// An flock of `how` on `path` (created if missing): its descriptor, or -1 when LOCK_NB was asked
+// and another process holds it.
+Result<int> lock_fd(const std::string& path, int how) {
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return Status::errorf(Status::Code::kIo, "cannot lock {}: {}", path, std::strerror(errno));
   int rc;
-  do rc = ::flock(fd, LOCK_EX); while (rc != 0 && errno == EINTR);
+  do rc = ::flock(fd, how); while (rc != 0 && errno == EINTR);
   if (rc != 0) {
     const int err = errno;
     ::close(fd);
+    if (err == EWOULDBLOCK && (how & LOCK_NB)) return -1;
     return Status::errorf(Status::Code::kIo, "cannot lock {}: {}", path, std::strerror(err));
   }
+  return fd;
+}
+}  // namespace
+
+Result<FileLock> FileLock::acquire(const std::string& path) {
+  GAMMA_ASSIGN_OR_RETURN(int fd, lock_fd(path, LOCK_EX));
+  return FileLock(fd);
+}
+
+Result<FileLock> FileLock::acquire_shared(const std::string& path) {
+  GAMMA_ASSIGN_OR_RETURN(int fd, lock_fd(path, LOCK_SH));
   return FileLock(fd);
 }
 
 Result<std::optional<FileLock>> FileLock::try_acquire(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::errorf(Status::Code::kIo, "cannot lock {}: {}", path, std::strerror(errno));
-  int rc;
-  do rc = ::flock(fd, LOCK_EX | LOCK_NB); while (rc != 0 && errno == EINTR);
-  if (rc != 0) {
-    const int err = errno;
-    ::close(fd);
-    if (err == EWOULDBLOCK) return std::optional<FileLock>();
-    return Status::errorf(Status::Code::kIo, "cannot lock {}: {}", path, std::strerror(err));
-  }
+  GAMMA_ASSIGN_OR_RETURN(int fd, lock_fd(path, LOCK_EX | LOCK_NB));
+  if (fd < 0) return std::optional<FileLock>();
   return std::optional<FileLock>(FileLock(fd));
 }
 

@@ -43,6 +43,9 @@ Status check_text_file(const std::string& path, const char* what);  // the same 
 class FileLock {
  public:
   static Result<FileLock> acquire(const std::string& path);
+  // Shared (LOCK_SH): many holders at once, none while an exclusive one is held. A reader of a
+  // cache entry holds it while it opens the entry, so the entry is not removed meanwhile.
+  static Result<FileLock> acquire_shared(const std::string& path);
   // Without waiting: an empty optional when another process holds it.
   static Result<std::optional<FileLock>> try_acquire(const std::string& path);
   FileLock(FileLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
