@@ -223,14 +223,20 @@ TEST(Model, BadInputsFailWithOneLine) {
   EXPECT_NE(r2.status().message().find("vocabulary"), std::string::npos) << r2.status().message();
 }
 
-TEST(Model, ActivationCacheMatchesLibllamaAndResumes) {
-  TempDir dir;
+// A calibration of `n_seq` sequences of 64 tokens of stories260K, cached under `root`.
+CalibOptions small_calib(int n_seq, const std::string& root) {
   CalibOptions opt;
-  opt.calib_tokens = 4 * 64;
+  opt.calib_tokens = n_seq * 64;
   opt.seq_len = 64;
   opt.n_threads = 2;
   opt.quiet = true;
-  opt.cache_root = dir / "a";
+  opt.cache_root = root;
+  return opt;
+}
+
+TEST(Model, ActivationCacheMatchesLibllamaAndResumes) {
+  TempDir dir;
+  CalibOptions opt = small_calib(4, dir / "a");
   auto c = ActivationCache::open_or_build(gm::testing::stories260k(), opt);
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   const auto& cache = **c;
@@ -311,12 +317,7 @@ TEST(Model, ActivationCacheMatchesLibllamaAndResumes) {
 // while they open it), and a reader that opened it keeps reading; the next open builds it again.
 TEST(Model, ActivationCacheIsDroppedOnlyWhenNoOneHoldsIt) {
   TempDir dir;
-  CalibOptions opt;
-  opt.calib_tokens = 2 * 64;
-  opt.seq_len = 64;
-  opt.n_threads = 2;
-  opt.quiet = true;
-  opt.cache_root = dir / "a";
+  CalibOptions opt = small_calib(2, dir / "a");
   auto c = ActivationCache::open_or_build(gm::testing::stories260k(), opt);
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   const std::string key = (*c)->key(), entry = (*c)->dir();
@@ -352,12 +353,7 @@ TEST(Model, ActivationCacheIsDroppedOnlyWhenNoOneHoldsIt) {
 // from another machine is read as it is, and every file equals the whole cache's.
 TEST(Model, ActivationCacheByRanges) {
   TempDir dir;
-  CalibOptions opt;
-  opt.calib_tokens = 3 * 64;
-  opt.seq_len = 64;
-  opt.n_threads = 2;
-  opt.quiet = true;
-  opt.cache_root = dir / "whole";
+  CalibOptions opt = small_calib(3, dir / "whole");
   auto whole = ActivationCache::open_or_build(gm::testing::stories260k(), opt);
   ASSERT_TRUE(whole.is_ok()) << whole.status().message();
   const std::string key = (*whole)->key();
