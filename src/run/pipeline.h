@@ -269,8 +269,9 @@ Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& s
 Status draw_run_png(const std::string& path, const json& summary);
 // The table (report text), the verdict in words and where everything is.
 void print_summary(const Env& e, const json& summary, const std::string& json_path, const std::string& png_path);
-// Several sizes: one line each (chosen variant, its validation and report KLD, the verdict).
-void print_sweep(const Env& e, const json& sweep);
+// Several sizes: one line each (chosen variant, its validation and report KLD, the verdict),
+// then the goal table (`table`: sweep_table_md's, as written to W/sweep.md).
+void print_sweep(const Env& e, const json& sweep, const std::string& table);
 // sweep.png under speed budgets: KLD against measured decode speed, gamma's file at each target
 // (a line per size: the speed/quality front), the mixes as points. Nothing without them.
 Status draw_sweep_png(const std::string& path, const json& sweep);

@@ -46,14 +46,14 @@ Status add_budget_plans(Env& e, const Manifest& man, const scores::Scores& hawq,
         if (k == 0) return rules.status();  // the target itself (the run checked it is reachable)
         continue;                           // a mix's size this budget cannot make: no front point there
       }
-      for (int retry = 0; retry <= e.o.speed_retries; ++retry) {
-        solve::SpeedBudget sb = solve_limits(e);
-        sb.min_decode_tps *= 1 + kRetryRaise * retry;
-        sb.min_prefill_tps *= 1 + kRetryRaise * retry;
-        for (const auto& [head, steps] : *rules) {
-          std::map<std::string, std::string> fixed;
-          if (!head.empty()) fixed[output_head(man)] = head;
-          GAMMA_ASSIGN_OR_RETURN(auto a, solve::Allocator::create(man, hawq, {}, {}, fixed));
+      for (const auto& [head, steps] : *rules) {
+        std::map<std::string, std::string> fixed;
+        if (!head.empty()) fixed[output_head(man)] = head;
+        GAMMA_ASSIGN_OR_RETURN(auto a, solve::Allocator::create(man, hawq, {}, {}, fixed));
+        for (int retry = 0; retry <= e.o.speed_retries; ++retry) {
+          solve::SpeedBudget sb = solve_limits(e);
+          sb.min_decode_tps *= 1 + kRetryRaise * retry;
+          sb.min_prefill_tps *= 1 + kRetryRaise * retry;
           auto p = a.solve(solve::Budget::of_file_bytes(at[k]), sb);
           if (p.is_ok()) plans->push_back(p->plan);
           else if (retry == 0) return p.status();  // head_rules found a plan within this budget

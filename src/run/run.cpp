@@ -403,10 +403,11 @@ Status run_pipeline(const RunOptions& o) {
   sweep["seconds"] = e.elapsed();
   sweep["peak_disk_bytes"] = e.peak_disk;
   GAMMA_RETURN_IF_ERROR(write_json(e.W + "/sweep.json", sweep));
-  GAMMA_RETURN_IF_ERROR(write_file_atomic(e.W + "/sweep.md", sweep_table_md(sweep)));
+  const std::string table = sweep_table_md(sweep);
+  GAMMA_RETURN_IF_ERROR(write_file_atomic(e.W + "/sweep.md", table));
   if (auto st = draw_sweep_png(e.W + "/sweep.png", sweep); !st.is_ok())
     std::fprintf(stderr, "gamma: warning: sweep.png: %s\n", st.message().c_str());
-  print_sweep(e, sweep);
+  print_sweep(e, sweep, table);
   return Status::ok();
 }
 

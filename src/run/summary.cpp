@@ -362,7 +362,7 @@ void print_summary(const Env& e, const json& summary, const std::string& json_pa
               hms(e.elapsed()).c_str(), double(e.peak_disk) / (1 << 20));
 }
 
-void print_sweep(const Env& e, const json& sweep) {
+void print_sweep(const Env& e, const json& sweep, const std::string& table) {
   std::printf("\n%s: gamma's file at each size, chosen on validation, reported on %s (%d chunks of %d):\n",
               fs::path(e.model).filename().c_str(), fs::path(e.report.path).filename().c_str(), e.report.chunks,
               e.o.eval_ctx);
@@ -388,7 +388,7 @@ void print_sweep(const Env& e, const json& sweep) {
                 v["winner"] == "llama.cpp" ? ("llama.cpp " + v["mix"].get<std::string>() + " beats it").c_str() : "gamma",
                 speed.c_str(), also.c_str());
   }
-  std::printf("\nthe goal table (%s):\n\n%s", (e.W + "/sweep.md").c_str(), sweep_table_md(sweep).c_str());
+  std::printf("\nthe goal table (%s):\n\n%s", (e.W + "/sweep.md").c_str(), table.c_str());
   std::printf("summary: %s (total %s, disk at most %.1f MiB)\n", (e.W + "/sweep.json").c_str(),
               hms(e.elapsed()).c_str(), double(e.peak_disk) / (1 << 20));
 }
