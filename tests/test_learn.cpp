@@ -24,6 +24,7 @@
 #include "decoder/activations.h"
 #include "decoder/hparams.h"
 #include "decoder/layer.h"
+#include "pool/candidate.h"
 #include "pool/manifest.h"
 #include "tests/layer_checks.h"
 #include "tests/testing.h"
@@ -1329,8 +1330,10 @@ TEST(Learn, IqCandidatesAreReadThroughGgmlTypeTraits) {
 
 // A streamed pool (gamma pool --stream) holds no candidate file; the store makes each candidate
 // from the source with the stored pool's imatrix (an IQ type among them), float for float what the
-// stored pool's candidate dequantizes to, so Stage I's scores are the stored pool's to the bit. A
-// streamed pool whose imatrix changed since is refused in one line.
+// stored pool's candidate dequantizes to, so Stage I's scores are the stored pool's to the bit.
+// What Stage I makes stays in POOL/stream/, the stored pool's bytes, every candidate but the
+// source's own type, and an emit after it quantizes nothing. A streamed pool whose imatrix
+// changed since is refused in one line.
 TEST(Learn, StreamedPoolGivesTheStoredPoolsCandidatesAndScores) {
   TempDir dir;
   stories_imatrix(dir / "im.gguf", 10);
@@ -1364,8 +1367,48 @@ TEST(Learn, StreamedPoolGivesTheStoredPoolsCandidatesAndScores) {
     r = gm::testing::gamma(learn_args(dir, dir / (i ? "streamed" : "stored"), out) + " --bpw 7.5 --steps 6");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     scores[i] = load(out);
+    if (i == 0) fs::remove_all(dir / "streamed/stream");  // the store above made them: Stage I is to make them again
   }
   EXPECT_EQ(scores[0]["modules"], scores[1]["modules"]);
+  // POOL/stream/ holds exactly what Stage I made: each candidate that is not the source's type,
+  // with the stored pool's bytes.
+  std::set<std::string> made;
+  for (const auto& f : fs::directory_iterator(dir / "streamed/stream")) made.insert(f.path().string());
+  size_t expected = 0;
+  for (const auto& e : stored.modules)
+    for (const auto& c : e.candidates) {
+      const std::string path = made_bytes_path(streamed, "stream", e.name, parse_type(c.type).value());
+      if (c.type == e.source_type) {
+        EXPECT_FALSE(fs::exists(path)) << path;
+        continue;
+      }
+      ++expected;
+      ASSERT_TRUE(made.count(path)) << path;
+      auto tf = TensorFile::open(dir / "stored" + "/" + c.file).value();
+      const TensorInfo* t = tf->find(e.name);
+      ASSERT_NE(t, nullptr);
+      std::vector<uint8_t> want(t->nbytes);
+      ASSERT_TRUE(tf->read_raw(*t, want.data()).is_ok());
+      EXPECT_TRUE(read_file(path).value() == std::string(want.begin(), want.end())) << path;
+    }
+  EXPECT_EQ(made.size(), expected);
+  EXPECT_GT(expected, 30u);
+  // An emit after Stage I reads them: no file is added, none rewritten, and the file is the stored pool's.
+  std::map<std::string, fs::file_time_type> before;
+  for (const auto& p : made) before[p] = fs::last_write_time(p);
+  r = gm::testing::gamma("solve --pool " + dir / "stored" + " --score-from-manifest --bpw 10 -o " + dir / "plan.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const std::string p : {"stored", "streamed"}) {
+    r = gm::testing::gamma("emit " + dir / p + " " + dir / "plan.json" + " -o " + dir / (p + ".gguf"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  EXPECT_TRUE(read_file(dir / "stored.gguf").value() == read_file(dir / "streamed.gguf").value());
+  size_t after = 0;
+  for (const auto& f : fs::directory_iterator(dir / "streamed/stream")) {
+    ++after;
+    EXPECT_TRUE(before.count(f.path().string()) && before[f.path().string()] == fs::last_write_time(f.path())) << f.path();
+  }
+  EXPECT_EQ(after, made.size());
 
   // The imatrix rewritten: the streamed pool would make other bytes than it promised.
   stories_imatrix(dir / "im.gguf", 4);

@@ -53,36 +53,6 @@ static uint32_t ftype_of(ggml_type t) {
   }
 }
 
-namespace {
-
-// A tensor outside the pool at another type than the model's (a head rule: Qwen-0.5B's tied
-// embedding at IQ4_NL) is quantized from the model by every emit, the same bytes each time:
-// 25 s of the 28 an emit of Qwen-0.5B takes, paid by each variant gamma run tries. The first
-// emit keeps them in POOL/fixed/, named by the model's fingerprint and the imatrix's hash so a
-// pool rebuilt from another model or imatrix in the same directory never reads them; a
-// cache that cannot be written is only a cost. A streamed pool's candidates are kept the same way
-// in POOL/stream/: the raced variants, the finalists and the front share most of their choices.
-std::string cache_path(const Manifest& man, const std::string& kind, const std::string& name, ggml_type t) {
-  const std::string key = man.model_fingerprint + "/" + man.imatrix_sha256;
-  return man.dir + "/" + kind + "/" + name + "." + type_name(t) + "." + sha256_hex(key.data(), key.size()).substr(0, 16);
-}
-
-// Bytes from the cache, else made by `make` and kept there.
-Status cached_bytes(const std::string& path, uint64_t nbytes, std::vector<uint8_t>& buf,
-                    const std::function<Result<std::vector<uint8_t>>()>& make) {
-  buf.resize(nbytes);
-  if (read_file_exact(path, buf.data(), nbytes).is_ok()) return Status::ok();
-  GAMMA_ASSIGN_OR_RETURN(buf, make());
-  if (buf.size() == nbytes) {
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-    if (!ec) (void)write_file_atomic_nosync(path, buf.data(), buf.size());
-  }
-  return Status::ok();
-}
-
-}  // namespace
-
 Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std::string& out_path, int n_threads) {
   const int nt = resolve_threads(n_threads);
   GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(pool_dir));
@@ -146,10 +116,12 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
     const ggml_type want = out_type.at(t.name);
     if (auto it = cand.find(t.name); it != cand.end() && man.streamed && it->second->file.empty()) {
       GAMMA_RETURN_IF_ERROR(model->check_fits_memory(t));
-      GAMMA_RETURN_IF_ERROR(cached_bytes(cache_path(man, "stream", t.name, want), it->second->bytes, buf,
-                                         [&]() -> Result<std::vector<uint8_t>> {
-                                           return candidate_bytes(*model, t, want, nullptr, im.find(t.name), nt);
-                                         }));
+      auto make = [&]() -> Result<std::vector<uint8_t>> { return candidate_bytes(*model, t, want, nullptr, im.find(t.name), nt); };
+      if (t.type == want) {  // the source's own bytes: a copy, not worth a second one on disk
+        GAMMA_ASSIGN_OR_RETURN(buf, make());
+      } else {
+        GAMMA_RETURN_IF_ERROR(cached_bytes(made_bytes_path(man, "stream", t.name, want), it->second->bytes, buf, make));
+      }
       if (buf.size() != it->second->bytes)
         return Status::errorf("{} at {}: {} bytes made, the manifest says {}", t.name, type_name(want), buf.size(),
                               it->second->bytes);
@@ -174,7 +146,7 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
       buf.assign(reinterpret_cast<uint8_t*>(ref.data()), reinterpret_cast<uint8_t*>(ref.data() + ref.size()));
       return Status::ok();
     }
-    return cached_bytes(cache_path(man, "fixed", t.name, want), nbytes, buf, [&]() -> Result<std::vector<uint8_t>> {
+    return cached_bytes(made_bytes_path(man, "fixed", t.name, want), nbytes, buf, [&]() -> Result<std::vector<uint8_t>> {
       GAMMA_ASSIGN_OR_RETURN(std::vector<float> ref, model->read_f32(t));
       const auto* iv = im.find(t.name);
       return quantize_rows(want, ref.data(), t.n_rows(), t.row_width(), iv ? iv->data() : nullptr, nt);

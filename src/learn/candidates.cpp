@@ -39,6 +39,9 @@ Result<std::unique_ptr<CandidateStore>> CandidateStore::open(const Manifest& m) 
     }
     GAMMA_RETURN_IF_ERROR(m.check_source(s->source_->fingerprint(), s->imatrix_ ? s->imatrix_->sha256 : ""));
     s->keep_bytes_ = stream_keep_bytes();
+    s->made_.dir = m.dir;
+    s->made_.model_fingerprint = m.model_fingerprint;
+    s->made_.imatrix_sha256 = m.imatrix_sha256;
   }
   std::map<std::string, const File*> by_name;
   for (const auto& e : m.modules) {
@@ -153,21 +156,30 @@ Status CandidateStore::make(const ModuleEntry& module, const Candidate& cand, co
     return Status::ok();
   }
   const std::vector<float>* iv = imatrix_ ? imatrix_->find(module.name) : nullptr;
-  // Readers ask for a module's candidates one after another (Stage I's load_layer, HAWQ-V2), so
-  // its F32 weights are read once for all of them, not once per type; the source's own type
-  // needs none (its bytes are copied).
-  if (type != t.type && ref_module_ != module.name) {
-    ref_module_.clear();
-    GAMMA_ASSIGN_OR_RETURN(ref_, source_->read_f32(t));
-    ref_module_ = module.name;
+  auto make_bytes = [&]() -> Result<std::vector<uint8_t>> {
+    // Readers ask for a module's candidates one after another (Stage I's load_layer, HAWQ-V2), so
+    // its F32 weights are read once for all of them, not once per type; the source's own type
+    // needs none (its bytes are copied).
+    if (type != t.type && ref_module_ != module.name) {
+      ref_module_.clear();
+      GAMMA_ASSIGN_OR_RETURN(ref_, source_->read_f32(t));
+      ref_module_ = module.name;
+    }
+    return candidate_bytes(*source_, t, type, type != t.type ? &ref_ : nullptr, iv, n_threads);
+  };
+  std::vector<uint8_t> q;
+  bool on_disk = false;
+  if (type == t.type) {
+    GAMMA_ASSIGN_OR_RETURN(q, make_bytes());
+    on_disk = true;  // the source's own bytes: read again from it, never kept
+  } else {
+    GAMMA_RETURN_IF_ERROR(cached_bytes(made_bytes_path(made_, "stream", module.name, type), loc.nbytes, q, make_bytes, &on_disk));
   }
-  GAMMA_ASSIGN_OR_RETURN(std::vector<uint8_t> q,
-                         candidate_bytes(*source_, t, type, type != t.type ? &ref_ : nullptr, iv, n_threads));
   if (q.size() != loc.nbytes)
     return Status::errorf("{} at {}: {} bytes made, the manifest says {}", module.name, ggml_type_name(type), q.size(),
                           loc.nbytes);
   to_float(q);
-  if (kept_bytes_ + q.size() <= keep_bytes_) {
+  if (!on_disk && kept_bytes_ + q.size() <= keep_bytes_) {
     kept_bytes_ += q.size();
     kept_.emplace(key, std::move(q));
   }

@@ -2,9 +2,11 @@
 // opened once (header only), and a module's candidate is read with pread and turned into
 // F32 with ggml's to_float, rows split over threads. A streamed pool's candidate is made from
 // the source instead (pool/candidate.h: the bytes the stored pool would hold) and its bytes are
-// kept in memory up to stream_keep_bytes(), for the reader's later passes over the same layers;
-// past that, a candidate is made again each time it is asked for. A stored pool's candidates are
-// not kept: the page cache does that.
+// kept in POOL/stream/ (made_bytes_path), for the reader's later passes over the same layers and
+// for the readers after it (gamma layers, every emit), which then quantize nothing Stage I made;
+// where that cannot be written, in memory up to stream_keep_bytes(), and past that a candidate is
+// made again each time it is asked for. A stored pool's candidates are not kept: the page cache
+// does that.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -51,11 +53,13 @@ class CandidateStore {
   std::vector<std::unique_ptr<File>> files_;
   std::unique_ptr<Model> source_;    // a streamed pool's source
   std::unique_ptr<Imatrix> imatrix_;  // and its imatrix (null without one)
+  Manifest made_;  // a streamed pool's directory, fingerprint and imatrix hash: where made bytes are kept
   mutable std::mutex mu_;  // guards what follows
   // The last streamed module's F32 weights (one module's worth of memory, kept between calls).
   mutable std::string ref_module_;
   mutable std::vector<float> ref_;
-  // Streamed candidates' bytes, the first made while they fit in keep_bytes_.
+  // Streamed candidates' bytes that could not be kept on disk, the first made while they fit in
+  // keep_bytes_.
   uint64_t keep_bytes_ = 0;
   mutable uint64_t kept_bytes_ = 0;
   mutable std::map<std::pair<std::string, std::string>, std::vector<uint8_t>> kept_;

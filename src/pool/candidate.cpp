@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "pool/quantize.h"
+#include "util/files.h"
 
 namespace gm {
 
@@ -26,6 +29,28 @@ Result<std::vector<uint8_t>> candidate_bytes(const Model& m, const TensorInfo& t
   }
   return quantize_rows(type, ref->data(), t.n_rows(), t.row_width(), imatrix ? imatrix->data() : nullptr, n_threads,
                        rows_per_imatrix(t, imatrix));
+}
+
+std::string made_bytes_path(const Manifest& man, const std::string& kind, const std::string& tensor, ggml_type t) {
+  const std::string key = man.model_fingerprint + "/" + man.imatrix_sha256;
+  return man.dir + "/" + kind + "/" + tensor + "." + type_name(t) + "." + sha256_hex(key.data(), key.size()).substr(0, 16);
+}
+
+Status cached_bytes(const std::string& path, uint64_t nbytes, std::vector<uint8_t>& buf,
+                    const std::function<Result<std::vector<uint8_t>>()>& make, bool* on_disk) {
+  if (on_disk) *on_disk = false;
+  buf.resize(nbytes);
+  if (read_file_exact(path, buf.data(), nbytes).is_ok()) {
+    if (on_disk) *on_disk = true;
+    return Status::ok();
+  }
+  GAMMA_ASSIGN_OR_RETURN(buf, make());
+  if (buf.size() == nbytes) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    if (!ec && write_file_atomic_nosync(path, buf.data(), buf.size()).is_ok() && on_disk) *on_disk = true;
+  }
+  return Status::ok();
 }
 
 uint64_t stream_keep_bytes() {

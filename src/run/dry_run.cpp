@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "llama/backend.h"
-#include "pool/candidate.h"
 #include "run/mixes.h"
 #include "run/pipeline.h"
 #include "solve/budget.h"
@@ -35,20 +34,23 @@ double pool_window_bytes(const Env& e, const Manifest& preview) {
     for (const auto& c : m.candidates) bytes += double(c.bytes);
   return prunes(e) ? bytes * window_share(e.o.pool_window) : bytes;
 }
-double stream_learn_seconds(const Env& e) {
-  if (!e.o.stream_pool) return 0;
-  const double missed = e.pool_window_bytes > 0 ? std::max(0.0, 1 - double(stream_keep_bytes()) / e.pool_window_bytes) : 0;
-  return e.pool_quantize_s * (1 + 3 * missed);
+// A streamed pool's candidates are made where they are first read and kept in POOL/stream/
+// (pool/candidate.h), so the window is quantized once: inside Stage I when it runs, which reads
+// every candidate of the window, and then gamma layers (its low candidates are the window's)
+// and the emits make none of it.
+static bool learn_makes_window(const Env& e) {
+  return e.o.stream_pool && e.o.scores.empty() && std::find(e.scorers.begin(), e.scorers.end(), "gamma") != e.scorers.end();
 }
+double stream_learn_seconds(const Env& e) { return e.o.stream_pool ? e.pool_quantize_s : 0; }
 double stream_layers_seconds(const Env& e) {
-  return e.o.stream_pool ? pool_type_seconds(e.ms, "Q2_K", e.ms.linear_params) : 0;
+  return e.o.stream_pool && !learn_makes_window(e) ? pool_type_seconds(e.ms, "Q2_K", e.ms.linear_params) : 0;
 }
 double stream_emit_seconds(const Env& e) {
-  // Qwen-1.5B at Q2_K's size (results/job_cost_qwen_q2k_stream/): the 18 raced variants and the
-  // front made 772 of the window's 1,405 candidates (2.3 of its ~3.9 GB) in 585 s of emits, 0.67x
-  // what quantizing the window took inside Stage I (~870 s: its 1,534 s less the 664 s its steps
-  // took on the stored pool). Priced as 0.6 of the window.
-  return e.o.stream_pool ? 0.6 * e.pool_quantize_s : 0;
+  // Without Stage I: Qwen-1.5B at Q2_K's size (results/job_cost_qwen_q2k_stream/), the 18 raced
+  // variants and the front made 772 of the window's 1,405 candidates (2.3 of its ~3.9 GB) in 585 s
+  // of emits, 0.67x what quantizing the window took inside Stage I (~870 s: its 1,534 s less the
+  // 664 s its steps took on the stored pool). Priced as 0.6 of the window.
+  return e.o.stream_pool && !learn_makes_window(e) ? 0.6 * e.pool_quantize_s : 0;
 }
 
 double estimate_pool_seconds(const Env& e, const Manifest& preview, int64_t rows) {
@@ -106,11 +108,18 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
          hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens), hawq_cache);
   }
   const double share = pruned ? window_share(o.pool_window) : 1.0;
-  // Its disk is emit's cache of the candidates the plans choose: about two plans' worth (the
+  // Its disk is POOL/stream/: with Stage I, the window less the source's own type (never kept);
+  // without, emit's cache of the candidates the plans choose, about two plans' worth (the
   // variants overlap heavily), priced as two files of the middle size.
-  if (o.stream_pool)
+  if (o.stream_pool) {
+    double made = 0;
+    for (const auto& m : preview.modules)
+      for (const auto& c : m.candidates)
+        if (c.type != m.source_type) made += double(c.bytes);
     line("pool (streamed: the estimate's manifest, no files)", pool_done,
-         share * estimate_pool_seconds(e, preview, o.estimate_rows), range.max + range.min);
+         share * estimate_pool_seconds(e, preview, o.estimate_rows),
+         learn_makes_window(e) ? uint64_t(share * made) : range.max + range.min);
+  }
   for (const auto& t : o.stream_pool ? std::vector<std::string>{} : preview.types) {
     uint64_t bytes = 0;
     for (const auto& m : preview.modules)
