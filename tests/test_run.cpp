@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "gguf_model/model.h"
+#include "pool/candidate.h"
 #include "pool/manifest.h"
 #include "pool/pool.h"
 #include "run/mixes.h"
@@ -454,7 +455,8 @@ TEST(RunPipeline, DryRunPricesThisMachineOnceAndScalesByIt) {
 }
 
 // --stream-pool: the pool is the estimate's manifest and nothing else; Stage I makes the
-// candidates it reads, so its plan is the stored pool's run's, and the run's peak disk is lower.
+// candidates it reads, so its plan is the stored pool's run's, and the run's peak disk is lower;
+// what it made is cut back to what the variants' plans take before they are emitted.
 TEST(RunPipeline, StreamedPoolRunStoresNoCandidateAndLearnsTheSamePlan) {
   TempDir d;
   const std::string common = stories260k() + " --size 330000 --types Q4_0,Q5_0,Q8_0 --scorers gamma --imatrix none "
@@ -477,6 +479,35 @@ TEST(RunPipeline, StreamedPoolRunStoresNoCandidateAndLearnsTheSamePlan) {
   EXPECT_FALSE(plan(runs[0]).is_null());
   EXPECT_EQ(plan(runs[0]), plan(runs[1]));
   EXPECT_LT(runs[1]["peak_disk_bytes"].get<uint64_t>(), runs[0]["peak_disk_bytes"].get<uint64_t>());
+  // Stage I left the window in POOL/stream/; once the scorers were ready it was cut back to what
+  // the variants' plans take, and the emits after it made nothing else: the directory holds
+  // exactly their candidates (the source's own type never).
+  const Manifest man = Manifest::load(d / "streamed/pool").value();
+  std::set<std::string> want, have;
+  size_t plans = 0;
+  for (const auto& at : fs::directory_iterator(d / "streamed"))
+    if (at.path().filename().string().rfind("at-", 0) == 0)
+      for (const auto& f : fs::directory_iterator(at.path()))
+        if (f.path().filename().string().rfind("plan-", 0) == 0) {
+          ++plans;
+          const json p = read_json(f.path().string(), "gamma.plan", 1).value();
+          for (const auto& m : man.modules) {
+            const Candidate* c = m.find(p["modules"][m.name].get<std::string>());
+            ASSERT_NE(c, nullptr) << m.name;
+            if (c->type != m.source_type) want.insert(made_bytes_path(man, "stream", m.name, parse_type(c->type).value()));
+          }
+        }
+  for (const auto& f : fs::directory_iterator(d / "streamed/pool/stream")) have.insert(f.path().string());
+  EXPECT_EQ(have, want);
+  const json kept = read_json(d / "streamed/stream-kept.json", "gamma.run.stream_kept", 1).value();
+  EXPECT_EQ(kept["plans"].get<size_t>(), plans);
+  EXPECT_EQ(kept["kept"].get<size_t>(), want.size());
+  size_t window = 0;
+  for (const auto& m : man.modules)
+    for (const auto& c : m.candidates) window += c.type != m.source_type;
+  EXPECT_GT(kept["removed"].get<size_t>(), 0u);
+  EXPECT_EQ(kept["kept"].get<size_t>() + kept["removed"].get<size_t>(), window);
+  EXPECT_NE(r.output.find("== POOL/stream: the "), std::string::npos) << r.output;
 }
 
 // Several sizes in one work directory: each chosen on validation by the same rule (the sum of

@@ -184,6 +184,7 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw);
 
 struct Variant {
   std::string name, scorer, head_type;  // head_type "" = the default for the size
+  std::vector<std::string> scorer_args;  // the scorer's gamma solve arguments (Scorer::args)
   int head_steps = 0;                    // how many steps cheaper than that default head_type is
   std::string plan;
   uint64_t bytes = 0;
@@ -192,8 +193,13 @@ struct Variant {
   bool finalist = true;         // measured on every validation chunk (false: out in the race)
   json speed;                   // the plan's predicted tok/s (plan.info["speed"]), or null
 };
-// Every scorer with the default head and a cheaper head (one and two steps) at `size` bytes:
-// solved, emitted, measured on validation text (raced first with Env::race: every variant on
+// Every scorer with the default head and a cheaper head (one and two steps) at `size` bytes,
+// named, with their plans' paths (W/at-SIZE/plan-NAME.json); nothing solved.
+Result<std::vector<Variant>> variant_list(Env& e, const Manifest& man, const solve::Allocator& stat,
+                                          const std::vector<Scorer>& scorers, uint64_t size);
+// `gamma solve` of one variant at `size` bytes (and the speed budgets in force) into its plan.
+Status solve_variant(const Env& e, const Manifest& man, const Variant& v, uint64_t size);
+// The variants of variant_list: solved, emitted, measured on validation text (raced first with Env::race: every variant on
 // its chunks, the best --race-keep then on all). Files live in W/at-SIZE/; the candidate GGUFs
 // are removed once measured.
 Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solve::Allocator& stat,
@@ -251,6 +257,15 @@ double pool_window_bytes(const Env& e, const Manifest& preview);
 double stream_learn_seconds(const Env& e);
 double stream_layers_seconds(const Env& e);
 double stream_emit_seconds(const Env& e);
+// Once the scorers are ready: a streamed pool's made candidates (POOL/stream/, Stage I leaves the
+// whole window there) cut back to those that some variant's plan takes at the run's target sizes
+// (and, with the front, its mixes' sizes), each variant solved where variants_at will solve it.
+// The window is what plans near the targets *can* take; the emits read only what they *do* take
+// (on Qwen-1.5B at Q2_K's size 772 of 1,405 candidates). Once per work directory
+// (W/stream-kept.json); --max-kld (its sizes are found later) keeps everything, and so does any
+// plan that cannot be solved here (said in one line): a removed candidate is only made again.
+Status keep_made_for_plans(Env& e, const Manifest& man, const std::vector<Scorer>& scorers, const solve::Allocator& stat,
+                           const std::vector<uint64_t>& target_sizes);
 // HAWQ-V2's scores on the estimate: their traces serve the real pool's scores (--traces-from).
 std::string hawq_traces_path(const Env& e);
 std::vector<std::string> hawq_cmd(const Env& e, const std::string& pool, const std::string& out);

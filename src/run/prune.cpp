@@ -6,9 +6,13 @@
 // budget also its plans held to that budget, and per module the candidates within
 // --pool-window steps of those plans: W/pool-only.json, what gamma pool --only quantizes.
 #include <algorithm>
+#include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 
+#include "plan/plan.h"
+#include "pool/candidate.h"
 #include "pool/pool.h"
 #include "run/pipeline.h"
 #include "run/proc.h"
@@ -167,6 +171,64 @@ Result<std::string> pool_only(Env& e, const Manifest& preview, const std::vector
               kept, all, o.pool_window, free_plans,
               plans.size() > free_plans ? fmt::format(", and {} held to the speed or memory budgets", plans.size() - free_plans).c_str() : "");
   return only;
+}
+
+Status keep_made_for_plans(Env& e, const Manifest& man, const std::vector<Scorer>& scorers, const solve::Allocator& stat,
+                           const std::vector<uint64_t>& target_sizes) {
+  namespace fs = std::filesystem;
+  const std::string dir = man.dir + "/stream", done = e.W + "/stream-kept.json";
+  std::error_code ec;
+  if (!man.streamed || e.o.max_kld > 0 || file_exists(done) || !fs::is_directory(dir, ec)) return Status::ok();
+  // Every variant solved where the run will make it: at each target, and at the sizes of the
+  // mixes it is compared with when the front draws them (gamma's chosen variant there).
+  std::set<std::string> keep;
+  size_t plans = 0;
+  auto keep_all = [&](const Status& why) {
+    std::printf("   POOL/stream kept whole (%s)\n", why.message().c_str());
+    e.speed_at(0);
+    return Status::ok();
+  };
+  for (size_t t = 0; t < target_sizes.size(); ++t) {
+    e.speed_at(t);
+    std::vector<uint64_t> at = {target_sizes[t]};
+    if (e.o.front) {
+      auto mixes = compared_mix_sizes(e, target_sizes[t]);
+      if (!mixes.is_ok()) return keep_all(mixes.status());
+      for (uint64_t m : *mixes)
+        if (head_rules(e, man, stat, m).is_ok()) at.push_back(m);
+    }
+    for (uint64_t size : at) {
+      auto vs = variant_list(e, man, stat, scorers, size);
+      if (!vs.is_ok()) return keep_all(vs.status());
+      for (const auto& v : *vs) {
+        if (Status st = solve_variant(e, man, v, size); !st.is_ok()) return keep_all(st);
+        auto p = Plan::load(v.plan);
+        if (!p.is_ok()) return keep_all(p.status());
+        ++plans;
+        for (const auto& m : man.modules)
+          if (const Candidate* c = m.find(p->modules.at(m.name)); c && c->type != m.source_type)
+            keep.insert(made_bytes_path(man, "stream", m.name, parse_type(c->type).value()));
+      }
+    }
+  }
+  e.speed_at(0);
+  uint64_t kept = 0, removed = 0;
+  size_t n_kept = 0, n_removed = 0;
+  for (const auto& f : fs::directory_iterator(dir, ec)) {
+    const uint64_t bytes = f.file_size(ec);
+    if (keep.count(f.path().string())) {
+      kept += bytes, ++n_kept;
+    } else if (fs::remove(f.path(), ec)) {
+      removed += bytes, ++n_removed;
+    }
+  }
+  json j = json_header("gamma.run.stream_kept", 1);
+  j["plans"] = plans, j["kept"] = n_kept, j["kept_bytes"] = kept, j["removed"] = n_removed, j["removed_bytes"] = removed;
+  GAMMA_RETURN_IF_ERROR(write_json(done, j));
+  std::printf("== POOL/stream: the %zu candidates of %zu variants' plans kept (%.1f MiB), %zu no plan takes removed (%.1f MiB)\n",
+              n_kept, plans, double(kept) / (1 << 20), n_removed, double(removed) / (1 << 20));
+  std::fflush(stdout);
+  return Status::ok();
 }
 
 }  // namespace gm::run

@@ -377,6 +377,11 @@ Status run_pipeline(const RunOptions& o) {
   GAMMA_ASSIGN_OR_RETURN(double lbpw, learn_bpw(o, stat, budgets[budgets.size() / 2], range));
   GAMMA_ASSIGN_OR_RETURN(std::vector<Scorer> scorers, prepare_scorers(e, lbpw));
   GAMMA_RETURN_IF_ERROR(drop_activations(e));
+  {
+    std::vector<uint64_t> target_sizes;
+    for (size_t t = 0; t < n_targets; ++t) target_sizes.push_back(std::min(budgets[size_of(t)], range.max));
+    GAMMA_RETURN_IF_ERROR(keep_made_for_plans(e, man, scorers, stat, target_sizes));
+  }
 
   if (n_targets == 1) {
     e.speed_at(0);

@@ -35,18 +35,14 @@ Result<json> front_point(Env& e, const Manifest& man, const std::vector<Scorer>&
   if (!load_eval(ej).is_ok()) {
     std::error_code ec;
     fs::create_directories(dir, ec);
-    const Scorer& s = *std::find_if(scorers.begin(), scorers.end(), [&](const Scorer& x) { return x.name == best.scorer; });
-    std::vector<std::string> cmd = {e.G, "solve", e.pool};
-    for (const auto& a : solve::Budget::of_file_bytes(m.bytes).args()) cmd.push_back(a);
-    cmd.insert(cmd.end(), {"-o", plan});
-    cmd.insert(cmd.end(), s.args.begin(), s.args.end());
-    // The same rule: as many steps below the default head at that size, under the same speed budget.
+    Variant at = best;  // the same scorer, and the same rule: as many steps below the default head at
+    at.plan = plan;      // that size, under the same speed budget
+    at.scorer_args = std::find_if(scorers.begin(), scorers.end(), [&](const Scorer& x) { return x.name == best.scorer; })->args;
     GAMMA_ASSIGN_OR_RETURN(auto h, head_at(man, stat, m.bytes, best.head_steps));
     if (!h) return json(nullptr);  // this rule cannot make a file that small: no point there
     if (!meeting_speed(e, man, m.bytes, {{*h, best.head_steps}}).is_ok()) return json(nullptr);  // nor that fast
-    if (!h->empty()) cmd.insert(cmd.end(), {"--fixed", output_head(man) + "=" + *h});
-    for (const auto& a : speed_args(e)) cmd.push_back(a);
-    GAMMA_RETURN_IF_ERROR(run_step("solve", cmd));
+    at.head_type = *h;
+    GAMMA_RETURN_IF_ERROR(solve_variant(e, man, at, m.bytes));
     GAMMA_ASSIGN_OR_RETURN(Plan pl, Plan::load(plan));
     const std::string key = json{pl.modules, pl.fixed}.dump();
     if (auto it = measured->find(key); it != measured->end()) {

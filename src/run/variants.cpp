@@ -61,8 +61,8 @@ Status validate_in_full(Env& e, Variant& v) {
 
 std::string variant_stem(const Variant& v) { return fs::path(v.plan).parent_path().string() + "/" + v.name; }
 
-Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solve::Allocator& stat,
-                                         const std::vector<Scorer>& scorers, uint64_t size) {
+Result<std::vector<Variant>> variant_list(Env& e, const Manifest& man, const solve::Allocator& stat,
+                                          const std::vector<Scorer>& scorers, uint64_t size) {
   const std::string dir = e.W + "/at-" + std::to_string(size) + budgets_tag(e);
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -74,19 +74,35 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
     for (const auto& [h, steps] : heads) {
       Variant v;
       v.scorer = s.name;
+      v.scorer_args = s.args;
       v.head_type = h;
       v.head_steps = steps;
       v.name = s.name + (h.empty() ? "" : "-" + head.substr(0, head.find('.')) + "-" + h);
       v.plan = dir + "/plan-" + v.name + ".json";
       out.push_back(v);
     }
+  return out;
+}
+
+Status solve_variant(const Env& e, const Manifest& man, const Variant& v, uint64_t size) {
+  std::vector<std::string> cmd = {e.G, "solve", e.pool};
+  for (const auto& a : solve::Budget::of_file_bytes(size).args()) cmd.push_back(a);
+  cmd.insert(cmd.end(), {"-o", v.plan});
+  cmd.insert(cmd.end(), v.scorer_args.begin(), v.scorer_args.end());
+  if (!v.head_type.empty()) cmd.insert(cmd.end(), {"--fixed", output_head(man) + "=" + v.head_type});
+  for (const auto& a : speed_args(e)) cmd.push_back(a);
+  return run_step("solve", cmd);
+}
+
+Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solve::Allocator& stat,
+                                         const std::vector<Scorer>& scorers, uint64_t size) {
+  GAMMA_ASSIGN_OR_RETURN(std::vector<Variant> out, variant_list(e, man, stat, scorers, size));
+  std::error_code ec;
   // A race only pays when it leaves some variants out.
   const bool race = !e.race.empty() && int(out.size()) > e.o.race_keep;
   // First round: every variant solved, emitted and measured (on the race's chunks when racing).
-  for (size_t i = 0; i < out.size(); ++i) {
-    Variant& v = out[i];
-    const Scorer& s = scorers[i / heads.size()];
-    const std::string gguf = dir + "/" + v.name + ".gguf", stem = dir + "/" + v.name;
+  for (Variant& v : out) {
+    const std::string gguf = variant_stem(v) + ".gguf", stem = variant_stem(v);
     // Measured on every chunk already (a run before racing, or a finalist resumed): that
     // measurement stands, and its first chunks are the race's score.
     if (race && validated(e, stem)) {
@@ -99,13 +115,7 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
     if (!validated(e, stem, texts)) {
       GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("solve + emit {} at {}", v.name, format_size(size)), emit_seconds(e.ms),
                                     [&]() -> Status {
-                                      std::vector<std::string> cmd = {e.G, "solve", e.pool};
-                                      for (const auto& a : solve::Budget::of_file_bytes(size).args()) cmd.push_back(a);
-                                      cmd.insert(cmd.end(), {"-o", v.plan});
-                                      cmd.insert(cmd.end(), s.args.begin(), s.args.end());
-                                      if (!v.head_type.empty()) cmd.insert(cmd.end(), {"--fixed", head + "=" + v.head_type});
-                                      for (const auto& a : speed_args(e)) cmd.push_back(a);
-                                      GAMMA_RETURN_IF_ERROR(run_step("solve", cmd));
+                                      GAMMA_RETURN_IF_ERROR(solve_variant(e, man, v, size));
                                       return run_step("emit", {e.G, "emit", e.pool, v.plan, "-o", gguf});
                                     }));
     }
