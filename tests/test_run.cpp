@@ -976,5 +976,16 @@ TEST(RunPipeline, DropsTheActivationsItMadeOnceTheScorersAreReady) {
   EXPECT_EQ(key_of(d / "kept"), key);
   EXPECT_EQ(r.output.find("activations dropped"), std::string::npos) << r.output;
   EXPECT_TRUE(fs::exists(d / ("cache/activations/" + key + "/meta.json")));
+  // With Stage I after it, HAWQ-V2's own entry goes before Stage I starts, and Stage I's once the
+  // scorers are ready: nothing of either is left.
+  fs::remove_all(d / "cache/activations");
+  r = gamma("run " + common + " --scorers hawq,gamma --steps 2 -w " + d / "both");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const size_t dropped = r.output.find("activations dropped"), learn = r.output.find("== learn at");
+  ASSERT_NE(dropped, std::string::npos) << r.output;
+  ASSERT_NE(learn, std::string::npos) << r.output;
+  EXPECT_LT(dropped, learn) << r.output;
+  EXPECT_NE(r.output.find("activations dropped", learn), std::string::npos) << r.output;
+  for (const auto& f : fs::directory_iterator(d / "cache/activations")) EXPECT_NE(f.path().extension(), "") << f.path();
   ::unsetenv("GAMMA_CACHE");
 }

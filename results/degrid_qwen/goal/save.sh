@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Packs the small state of go.sh's work directory into state.tar.xz beside this script: every
+# file under run/ but the GGUFs (the imatrix excepted), the teacher's log-prob bases (*.kld), the
+# streamed pool's made bytes (pool/stream, pool/fixed) and anything over 64 MiB, all of which
+# go.sh's next run makes again. Run it with the job stopped (between stages is enough: every
+# file is written atomically).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+work=${WORK:-/work/runs/degrid-goal}
+cd "$work/run"
+find . -type f ! -path './pool/stream/*' ! -path './pool/fixed/*' ! -name '*.kld' ! -name '*.partial*' \
+  \( ! -name '*.gguf' -o -name imatrix.gguf \) -size -64M -print0 | sort -z |
+  tar --null -T - -cJf "$here/state.tar.xz.partial"
+mv "$here/state.tar.xz.partial" "$here/state.tar.xz"
+ls -l "$here/state.tar.xz"
