@@ -4,6 +4,8 @@
 # ccache keeps a second build of the same sources to about a minute.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# Paths relative to the checkout in ccache's keys, so a clone elsewhere (CI's) reuses the objects.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
 llama_dir=$(bash "$root/scripts/setup.sh" | tail -n 1)
 jobs=${JOBS:-$(nproc)}
 dir=$root/${BUILD_DIR:-build}
