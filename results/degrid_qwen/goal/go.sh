@@ -5,7 +5,9 @@
 # scores, Stage I's checkpoint, every evaluation) come back from state.tar.xz, and `gamma run`
 # resumes from them; the big files (teacher, candidates, activations) are made again, the same
 # bytes. `save.sh` packs the state after a session's part.
-#   GAMMA=path/to/gamma WORK=/work/runs/degrid-goal bash go.sh
+#   GAMMA=path/to/gamma bash go.sh
+# WORK (default /work/runs/degrid-goal) must stay the same across sessions: the manifests in the
+# state name the teacher and the imatrix by their absolute paths there.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 G=${GAMMA:-$here/../../../build/cli/gamma}
