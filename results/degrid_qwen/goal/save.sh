@@ -8,7 +8,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 work=${WORK:-/work/runs/degrid-goal}
 cd "$work/run"
-find . -type f ! -path './pool/stream/*' ! -path './pool/fixed/*' ! -name '*.kld' ! -name '*.partial*' ! -name '*.lock' \
+find . -type f ! -path './pool/stream/*' ! -path './pool/fixed/*' ! -name '*.kld' ! -name '*.partial*' ! -name '*.lock' ! -name calib.txt ! -name python-valid.txt \
   \( ! -name '*.gguf' -o -name imatrix.gguf \) -size -64M -print0 | sort -z |
   tar --null -T - -cJf "$here/state.tar.xz.partial"
 mv "$here/state.tar.xz.partial" "$here/state.tar.xz"
