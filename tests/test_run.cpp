@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "gguf_model/model.h"
+#include "plan/plan.h"
 #include "pool/candidate.h"
 #include "pool/manifest.h"
 #include "pool/pool.h"
@@ -146,7 +147,7 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
       ++finalists;
       EXPECT_GE(t["valid_kld"].get<double>(), (*j)["chosen"]["valid_kld"].get<double>());
       worst_finalist_race = std::max(worst_finalist_race, t["race_kld"].get<double>());
-    } else {
+    } else if (!t.contains("same_plan_as")) {  // a twin of a finalist stays out (VariantsOfOnePlanAreMeasuredOnce)
       best_other_race = std::min(best_other_race, t["race_kld"].get<double>());
     }
     const std::string stem =
@@ -250,6 +251,58 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
 // --teacher-type f16: a quantized source's teacher at half the disk, every matrix F16, the one
 // every scorer and measurement uses, and within a hair of the F32 dequantization (llama.cpp's
 // KLD between the two).
+// Variants whose plans are the same file (every scorer at the pool's largest size takes each
+// module's heaviest candidate) are emitted and measured once: the twin's race score, its
+// validation and its report are the first one's, the race's finalists are distinct plans, and
+// --each-scorer's best of the other scorer, a twin of gamma's file, is not measured again.
+TEST(RunPipeline, VariantsOfOnePlanAreMeasuredOnce) {
+  TempDir d;
+  const std::string args = stories260k() + " --bpw 30 -w " + d / "w" +
+                           " --imatrix-chunks 2 -c 128 --chunks 2 --valid-chunks 3 --calib-tokens 512 -t 2"
+                           " --hawq-samples 1 --max-mixes 1 --scorers static,hawq --each-scorer";
+  auto r = gamma("run " + args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = read_json(d / "w/run.json", "gamma.run", 2);
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  std::map<std::string, json> by_name;
+  for (const auto& t : (*j)["tried"]) by_name[t["name"].get<std::string>()] = t;
+  ASSERT_EQ(by_name.size(), 6u);  // 2 scorers x 3 head rules
+  int twins = 0, finalists = 0;
+  for (const auto& [name, t] : by_name) {
+    const std::string dir = fs::path(t["plan"].get<std::string>()).parent_path().string();
+    if (!t["valid_kld"].is_null()) {
+      ++finalists;
+      EXPECT_FALSE(t.contains("same_plan_as")) << t.dump();
+    }
+    if (!t.contains("same_plan_as")) continue;
+    ++twins;
+    const std::string first = t["same_plan_as"].get<std::string>();
+    ASSERT_TRUE(by_name.count(first)) << first;
+    // The same tensors: the plans name the same candidates and types.
+    auto a = Plan::load(t["plan"].get<std::string>()), b = Plan::load(by_name[first]["plan"].get<std::string>());
+    ASSERT_TRUE(a.is_ok() && b.is_ok());
+    EXPECT_EQ(a->modules, b->modules);
+    EXPECT_EQ(a->fixed, b->fixed);
+    EXPECT_EQ(t["race_kld"].get<double>(), by_name[first]["race_kld"].get<double>()) << name;
+    EXPECT_EQ(read_file(dir + "/" + name + ".valid-wiki.valid-c128-n1.json").value(),
+              read_file(dir + "/" + first + ".valid-wiki.valid-c128-n1.json").value());
+    EXPECT_NE(r.output.find("   " + name + ": the plan of " + first + ", measured once"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("== eval " + name + ".gguf"), std::string::npos) << r.output;
+  }
+  EXPECT_EQ(twins, 3);      // HAWQ-V2's three are static's
+  EXPECT_EQ(finalists, 3);  // the three distinct plans, each on every validation chunk
+  // HAWQ-V2's best is gamma's file: the same figures on the report text, a zero paired difference.
+  const auto& rows = (*j)["rows"];
+  ASSERT_GE(rows.size(), 2u);
+  EXPECT_EQ(rows[1]["scorer"], "hawq");
+  EXPECT_EQ(rows[1]["kld_mean"].get<double>(), rows[0]["kld_mean"].get<double>());
+  EXPECT_EQ(rows[1]["paired_gamma_minus"][0]["mean"].get<double>(), 0.0);
+  // Resumed: nothing solved, emitted or measured again.
+  auto again = gamma("run " + args);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  for (const char* step : {"== solve", "== eval", "== emit"}) EXPECT_EQ(again.output.find(step), std::string::npos) << again.output;
+}
+
 TEST(RunPipeline, F16TeacherIsHalfTheDiskAndTheSameReference) {
   TempDir d;
   const std::string q8 = d / "q8.gguf", f32 = d / "teacher-f32.gguf";

@@ -103,6 +103,18 @@ Result<std::vector<EvalResult>> eval_also(Env& e, const std::string& gguf, const
   return out;
 }
 
+Status copy_file(const std::string& from, const std::string& to) {
+  GAMMA_ASSIGN_OR_RETURN(std::string text, read_file(from));
+  return write_file_atomic(to, text);
+}
+
+Status adopt_measurements(const Env& e, const std::string& from, const std::string& to, const std::vector<EvalText>& texts) {
+  for (const auto& t : texts)
+    if (!load_eval(e.eval_path(to, t)).is_ok() && load_eval(e.eval_path(from, t)).is_ok())
+      GAMMA_RETURN_IF_ERROR(copy_file(e.eval_path(from, t), e.eval_path(to, t)));
+  return Status::ok();
+}
+
 bool validated(const Env& e, const std::string& stem, const std::vector<EvalText>& texts) {
   return std::all_of(texts.begin(), texts.end(), [&](const EvalText& t) { return load_eval(e.eval_path(stem, t)).is_ok(); });
 }

@@ -136,11 +136,6 @@ std::string mix_cache(const std::string& run_key, const std::string& mix) {
   return cache_dir() + "/mixes/" + mix + "-" + sha256_hex(key.data(), key.size()).substr(0, 24);
 }
 
-Status copy_file(const std::string& from, const std::string& to) {
-  GAMMA_ASSIGN_OR_RETURN(std::string text, read_file(from));
-  return write_file_atomic(to, text);
-}
-
 }  // namespace
 
 Result<std::string> build_mix(Env& e, const std::string& mix) {

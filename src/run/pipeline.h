@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "eval/result.h"
+#include "plan/plan.h"
 #include "pool/manifest.h"
 #include "run/estimate.h"
 #include "run/run.h"
@@ -128,6 +129,10 @@ struct ValidScore {
 // Whether every eval of STEM on `texts` (the validation texts, or the race's) is cached (then
 // `gguf` need not exist).
 bool validated(const Env& e, const std::string& stem, const std::vector<EvalText>& texts);
+// `from`'s evals on `texts` copied to `to` where `to` lacks them: the two stems are the same
+// tensors (plan_key), so what was measured of one is what the other would measure.
+Status adopt_measurements(const Env& e, const std::string& from, const std::string& to, const std::vector<EvalText>& texts);
+Status copy_file(const std::string& from, const std::string& to);
 bool validated(const Env& e, const std::string& stem);
 Result<ValidScore> validate(Env& e, const std::string& gguf, const std::string& stem, const std::vector<EvalText>& texts);
 Result<ValidScore> validate(Env& e, const std::string& gguf, const std::string& stem);
@@ -192,7 +197,12 @@ struct Variant {
   double race_kld = 0;          // the race's score (the first --race chunks), when raced
   bool finalist = true;         // measured on every validation chunk (false: out in the race)
   json speed;                   // the plan's predicted tok/s (plan.info["speed"]), or null
+  std::string same_as;          // an earlier variant at this size with the same plan (its measurements serve)
 };
+// What a plan puts in its file: each module's candidate and the fixed tensors' types. Two plans
+// with the same key emit the same tensors (emit is deterministic, Emit.SamePlanSolvedTwiceGivesTheSameBytes;
+// only the plan's hash in the metadata differs, not the file's size), so one measurement serves both.
+std::string plan_key(const Plan& p);
 // Every scorer with the default head and a cheaper head (one and two steps) at `size` bytes,
 // named, with their plans' paths (W/at-SIZE/plan-NAME.json); nothing solved.
 Result<std::vector<Variant>> variant_list(Env& e, const Manifest& man, const solve::Allocator& stat,

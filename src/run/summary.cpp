@@ -44,7 +44,7 @@ Result<json> front_point(Env& e, const Manifest& man, const std::vector<Scorer>&
     at.head_type = *h;
     GAMMA_RETURN_IF_ERROR(solve_variant(e, man, at, m.bytes));
     GAMMA_ASSIGN_OR_RETURN(Plan pl, Plan::load(plan));
-    const std::string key = json{pl.modules, pl.fixed}.dump();
+    const std::string key = plan_key(pl);
     if (auto it = measured->find(key); it != measured->end()) {
       json row = it->second;
       row["label"] = label;
@@ -60,7 +60,7 @@ Result<json> front_point(Env& e, const Manifest& man, const std::vector<Scorer>&
   }
   GAMMA_ASSIGN_OR_RETURN(EvalResult fj, load_eval(ej));
   json row = report_row(label, plan, fj, NAN);
-  if (auto pl = Plan::load(plan); pl.is_ok()) (*measured)[json{pl->modules, pl->fixed}.dump()] = row;
+  if (auto pl = Plan::load(plan); pl.is_ok()) (*measured)[plan_key(*pl)] = row;
   return row;
 }
 
@@ -151,6 +151,10 @@ Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& s
     const std::string stem = variant_stem(v), gguf = stem + ".gguf";
     std::vector<EvalText> reported = e.also;
     reported.push_back(e.report);
+    // The same plan as gamma's file (on SmolLM2's de-gridded teacher every allocator with a Q5_1
+    // embedding chose it): that file's measurements are this one's.
+    if (auto pv = Plan::load(v.plan), pb = Plan::load(best.plan); pv.is_ok() && pb.is_ok() && plan_key(*pv) == plan_key(*pb))
+      GAMMA_RETURN_IF_ERROR(adopt_measurements(e, out.substr(0, out.size() - 5), stem, reported));
     if (!validated(e, stem, reported)) GAMMA_RETURN_IF_ERROR(emit_variant(e, v, gguf));
     GAMMA_ASSIGN_OR_RETURN(EvalResult ev, eval_file(e, gguf, stem, e.report));
     json row = report_row("best " + scorer_family(v) + " (" + v.name + ")", gguf, ev, v.kld);
@@ -167,7 +171,7 @@ Result<json> summarize(Env& e, const Manifest& man, const std::vector<Scorer>& s
   summary["mixes"] = json::array();
   summary["front"] = json::array({summary["rows"][0]});
   std::map<std::string, json> measured;  // plan (modules + fixed types) -> its report row
-  if (auto pl = Plan::load(best.plan); pl.is_ok()) measured[json{pl->modules, pl->fixed}.dump()] = summary["rows"][0];
+  if (auto pl = Plan::load(best.plan); pl.is_ok()) measured[plan_key(*pl)] = summary["rows"][0];
   for (const auto& m : mixes) {
     json row = report_row("llama.cpp " + m.name, m.path, m.report, m.valid_kld);
     add_also(e, row, m.also);

@@ -46,9 +46,16 @@ void record(Variant& v, const ValidScore& r, bool every_chunk) {
   if (auto pl = Plan::load(v.plan); pl.is_ok() && pl->info.contains("speed")) v.speed = pl->info["speed"];
 }
 
-// Emits `v` (unless measured already), measures it on every validation chunk, removes the file.
+// The stem of the variant whose plan `v` repeats (its measurements serve v), or "".
+std::string same_stem(const Variant& v) {
+  return v.same_as.empty() ? "" : fs::path(v.plan).parent_path().string() + "/" + v.same_as;
+}
+
+// Emits `v` (unless measured already, or its plan's twin was), measures it on every validation
+// chunk, removes the file.
 Status validate_in_full(Env& e, Variant& v) {
   const std::string gguf = variant_stem(v) + ".gguf", stem = variant_stem(v);
+  if (!v.same_as.empty()) GAMMA_RETURN_IF_ERROR(adopt_measurements(e, same_stem(v), stem, e.valid));
   if (!validated(e, stem)) GAMMA_RETURN_IF_ERROR(emit_variant(e, v, gguf));
   GAMMA_ASSIGN_OR_RETURN(ValidScore r, validate(e, gguf, stem));
   std::error_code ec;
@@ -60,6 +67,8 @@ Status validate_in_full(Env& e, Variant& v) {
 }  // namespace
 
 std::string variant_stem(const Variant& v) { return fs::path(v.plan).parent_path().string() + "/" + v.name; }
+
+std::string plan_key(const Plan& p) { return json{p.modules, p.fixed}.dump(); }
 
 Result<std::vector<Variant>> variant_list(Env& e, const Manifest& man, const solve::Allocator& stat,
                                           const std::vector<Scorer>& scorers, uint64_t size) {
@@ -101,11 +110,21 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
   // A race only pays when it leaves some variants out.
   const bool race = !e.race.empty() && int(out.size()) > e.o.race_keep;
   // First round: every variant solved, emitted and measured (on the race's chunks when racing).
+  // A variant whose plan an earlier one has (on SmolLM2 6 of the 18, results/run_smollm2/window)
+  // is not emitted: the earlier one's measurements are its own.
+  std::map<std::string, std::string> first_of;  // plan_key -> the first variant with that plan
+  auto twin = [&](Variant& v) {  // v.same_as: the first variant with v's plan, when not v
+    auto p = Plan::load(v.plan);
+    if (!p.is_ok()) return;
+    v.same_as = first_of.emplace(plan_key(*p), v.name).first->second;
+    if (v.same_as == v.name) v.same_as.clear();
+  };
   for (Variant& v : out) {
     const std::string gguf = variant_stem(v) + ".gguf", stem = variant_stem(v);
     // Measured on every chunk already (a run before racing, or a finalist resumed): that
     // measurement stands, and its first chunks are the race's score.
     if (race && validated(e, stem)) {
+      twin(v);
       GAMMA_ASSIGN_OR_RETURN(ValidScore r, validate(e, gguf, stem));
       GAMMA_ASSIGN_OR_RETURN(v.race_kld, race_score(e, stem));
       record(v, r, true);
@@ -116,8 +135,18 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
       GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("solve + emit {} at {}", v.name, format_size(size)), emit_seconds(e.ms),
                                     [&]() -> Status {
                                       GAMMA_RETURN_IF_ERROR(solve_variant(e, man, v, size));
+                                      twin(v);
+                                      if (!v.same_as.empty()) {
+                                        GAMMA_RETURN_IF_ERROR(adopt_measurements(e, same_stem(v), stem, texts));
+                                        if (validated(e, stem, texts)) {
+                                          std::printf("   %s: the plan of %s, measured once\n", v.name.c_str(), v.same_as.c_str());
+                                          return Status::ok();
+                                        }
+                                      }
                                       return run_step("emit", {e.G, "emit", e.pool, v.plan, "-o", gguf});
                                     }));
+    } else {
+      twin(v);
     }
     GAMMA_ASSIGN_OR_RETURN(ValidScore r, validate(e, gguf, stem, texts));
     fs::remove(gguf, ec);
@@ -131,9 +160,14 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return out[a].race_kld < out[b].race_kld; });
   std::printf("   race (%d of %d validation chunks): %zu variants, the best %d measured on all: %s\n", e.race.front().chunks,
               e.valid.front().chunks, out.size(), e.o.race_keep, out[order.front()].name.c_str());
-  for (int k = 0; k < e.o.race_keep; ++k) {
+  // The best --race-keep distinct plans: a twin of a finalist has its race score and stays out.
+  int kept = 0;
+  for (size_t k = 0; k < order.size() && kept < e.o.race_keep; ++k) {
     Variant& v = out[order[k]];
+    if (!v.same_as.empty() && std::any_of(out.begin(), out.end(), [&](const Variant& u) { return u.name == v.same_as && u.finalist; }))
+      continue;
     if (!v.finalist) GAMMA_RETURN_IF_ERROR(validate_in_full(e, v));
+    ++kept;
   }
   return out;
 }
@@ -171,6 +205,7 @@ json variant_json(const Variant& v) {
             {"file_bytes", v.bytes}, {"valid_kld", nullptr}, {"valid_kld_stderr", nullptr}, {"speed", v.speed}};
   if (v.finalist) j["valid_kld"] = v.kld, j["valid_kld_stderr"] = v.kld_err;
   if (v.race_kld > 0 || !v.finalist) j["race_kld"] = v.race_kld;
+  if (!v.same_as.empty()) j["same_plan_as"] = v.same_as;
   return j;
 }
 
