@@ -780,6 +780,10 @@ TEST(RunPipeline, SpeedBudgetBindsThePlanAndTheReportMeasuresIt) {
   auto plan = read_json((*j)["chosen"]["plan"].get<std::string>(), "gamma.plan", 1);
   ASSERT_TRUE(plan.is_ok());
   EXPECT_DOUBLE_EQ((*plan)["info"]["speed"]["min_decode_tps"].get<double>(), want);
+  // gamma's file of this size and its prediction, for "as fast as this file" below.
+  const std::string fast_file = (*j)["rows"][0]["path"].get<std::string>();
+  const double fast_pred = (*j)["rows"][0]["predicted_tg128"].get<double>();
+  ASSERT_TRUE(fs::exists(fast_file)) << fast_file;
 
   // Measured below its budget, gamma's file is solved again with the budget raised by the
   // shortfall the table did not see (1 % more). The shortfall is made: the report's check of its
@@ -838,33 +842,55 @@ TEST(RunPipeline, SpeedBudgetBindsThePlanAndTheReportMeasuresIt) {
   }
   EXPECT_TRUE(fs::exists(d / "w/sweep.png"));
 
-  // "As fast as this file": the budget is the file's speed by the same table.
-  r = gamma("run " + common + " -w " + d / "w" + " --min-decode " + d / "w/llama-Q4_0.gguf");
+  // "As fast as this file": the budget is the file's speed by the same table. gamma's own file
+  // of this size (the reachable run's): a plan of the size reaches it by construction, so the
+  // run must succeed (a llama.cpp mix need not be reachable at another size: below).
+  const std::string own = d / "own.gguf";
+  fs::copy_file(fast_file, own);
+  r = gamma("run " + common + " -w " + d / "w" + " --min-decode " + own);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   j = read_json(d / "w/run.json", "gamma.run", 2);
   ASSERT_TRUE(j.is_ok()) << j.status().message();
-  EXPECT_EQ((*j)["speed"]["min_decode_given"], d / "w/llama-Q4_0.gguf");
-  EXPECT_NEAR((*j)["speed"]["min_decode_tps"].get<double>(), (*j)["mixes"][0]["predicted_tg128"].get<double>(),
-              1e-9 * (*j)["mixes"][0]["predicted_tg128"].get<double>());
+  EXPECT_EQ((*j)["speed"]["min_decode_given"], own);
+  EXPECT_NEAR((*j)["speed"]["min_decode_tps"].get<double>(), fast_pred, 1e-9 * fast_pred);
   for (const auto& v : (*j)["tried"])
     EXPECT_GE(v["speed"]["predicted_tg128"].get<double>(), (*j)["speed"]["min_decode_tps"].get<double>() * (1 - 1e-9));
-  const double as_file = (*j)["speed"]["min_decode_tps"].get<double>();
 
   // "As fast as llama.cpp's Q4_0 of this model", by name: the mix is built from the teacher before
-  // the pool (once: the comparison reuses the file), and the budget is the file form's. Another
-  // work directory with the first one's speed table, so the two budgets share one measurement.
+  // the pool (once: the comparison reuses the file), and the budget is the file form's by the
+  // run's table (its head types timed into it where the pool's are not). Another work directory
+  // with the first one's speed table, so the budgets share one measurement. The plans of this size
+  // need not reach the mix's speed (its head type is not a head rule's, and the tie with the
+  // fastest plan is decided by kernel timings, 0.02 % apart once in CI): then one line naming it.
   fs::create_directories(d / "byname");
   fs::copy_file(d / "w/speed.json", d / "byname/speed.json");
   r = gamma("run " + common + " -w " + d / "byname" + " --min-decode q4_0");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
   const size_t q = r.output.find("== llama-quantize Q4_0");
   ASSERT_NE(q, std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("== llama-quantize Q4_0", q + 1), std::string::npos) << r.output;
-  EXPECT_LT(q, r.output.find("== pool")) << r.output;
-  j = read_json(d / "byname/run.json", "gamma.run", 2);
-  ASSERT_TRUE(j.is_ok()) << j.status().message();
-  EXPECT_EQ((*j)["speed"]["min_decode_given"], "q4_0");
-  EXPECT_NEAR((*j)["speed"]["min_decode_tps"].get<double>(), as_file, 1e-9 * as_file);
+  {
+    auto t = speed::CostTable::load(d / "byname/speed.json");
+    ASSERT_TRUE(t.is_ok()) << t.status().message();
+    auto mixf = Model::open(d / "byname/llama-Q4_0.gguf");
+    ASSERT_TRUE(mixf.is_ok()) << mixf.status().message();
+    auto as_mix = t->predict(**mixf);
+    ASSERT_TRUE(as_mix.is_ok()) << as_mix.status().message();
+    EXPECT_NEAR(number_after(r.output, R"(speed budget: decode >= ([0-9.]+))"), as_mix->decode_tps, 0.006) << r.output;
+    if (r.exit_code == 0) {
+      EXPECT_LT(q, r.output.find("== pool")) << r.output;
+      j = read_json(d / "byname/run.json", "gamma.run", 2);
+      ASSERT_TRUE(j.is_ok()) << j.status().message();
+      EXPECT_EQ((*j)["speed"]["min_decode_given"], "q4_0");
+      EXPECT_NEAR((*j)["speed"]["min_decode_tps"].get<double>(), as_mix->decode_tps, 1e-9 * as_mix->decode_tps);
+      for (const auto& v : (*j)["tried"])
+        EXPECT_GE(v["speed"]["predicted_tg128"].get<double>(), as_mix->decode_tps * (1 - 1e-9));
+    } else {  // unreachable: refused before any pool is quantized, in one line naming the speed
+      EXPECT_EQ(r.output.find("== pool"), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find(fmt::format("gamma: error: no plan of at most 0.3 MiB (330000 bytes) decodes at {:.2f} tok/s",
+                                          as_mix->decode_tps)),
+                std::string::npos) << r.output;
+    }
+  }
   // A mix of a type no candidate has (Q4_1, this pool has Q4_0, Q5_0, Q8_0): its types are timed
   // into the run's table, and the budget is its speed by that table, not a refusal.
   r = gamma("run " + common + " -w " + d / "byname" + " --min-decode Q4_1");
