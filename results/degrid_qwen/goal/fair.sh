@@ -35,12 +35,11 @@ for m in $mixes; do
   [ -f "fair/$m.same.json" ] && continue
   "$G" plan fair/pool --from-gguf "$(mix_file "$m")" -o "fair/plan-$m.json"
   "$G" emit fair/pool "fair/plan-$m.json" -o "fair/gamma-$m.gguf" -t 2
-  python3 "$here/same_tensors.py" "$(mix_file "$m")" "fair/gamma-$m.gguf" > "fair/$m.same.partial.json"
+  same=0
+  python3 "$here/same_tensors.py" "$(mix_file "$m")" "fair/gamma-$m.gguf" > "fair/$m.same.partial.json" || same=$?
+  [ "$same" -le 1 ] || { echo "fair.sh: same_tensors.py failed on $m" >&2; exit 1; }
   mv "fair/$m.same.partial.json" "fair/$m.same.json"
-  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[2], j['same_bytes'], 'of', j['tensors'], 'tensors the same bytes;', len(j['differ']), 'differ')" "fair/$m.same.json" "$m"
   # Where every tensor is the mix's bytes the two files are one model to llama.cpp: neither is
   # kept (the mix can be made again by the command above). Otherwise both stay, to be evaluated.
-  if python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j['same_bytes'] == j['tensors'] else 1)" "fair/$m.same.json"; then
-    rm -f "fair/gamma-$m.gguf" "fair/llama-$m.gguf"
-  fi
+  if [ "$same" -eq 0 ]; then rm -f "fair/gamma-$m.gguf" "fair/llama-$m.gguf"; fi
 done
