@@ -50,8 +50,8 @@ gridded = {}
 for line in open(gridded_md):
     cells = [c.strip() for c in line.strip().strip("|").split("|")]
     if len(cells) == 8 and cells[0] in ORDER:  # the first table (the paired one has 5 columns)
-        num = lambda c: re.match(r"([0-9.]+ / [0-9.]+)", c).group(1)
-        gridded[cells[0]] = [num(cells[1]), num(cells[2]), num(cells[3]), num(cells[4])]
+        # GAMMA, HAWQ-V2, static, mix: each cell's leading "wiki / python"
+        gridded[cells[0]] = [re.match(r"[0-9.]+ / [0-9.]+", c).group(0) for c in cells[1:5]]
 
 print("| size | teacher | GAMMA | HAWQ-V2 | static proxy | llama.cpp mix | GAMMA − HAWQ-V2 (paired) | GAMMA − static (paired) |")
 print("|---|---|---|---|---|---|---|---|")
