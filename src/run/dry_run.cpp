@@ -95,7 +95,7 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
          imatrix_seconds(e.ms, double(o.imatrix_chunks) * o.eval_ctx), 4 << 20);
   if (speed_budget(e))
     line("speed table (kernels per type and shape)", file_exists(e.W + "/speed.json"),
-         speed_table_seconds(e.ms, preview.types.size(), speed::layer_of(preview).shapes.size() + 1), 0);
+         speed_table_eta(e, preview), 0);
   // HAWQ-V2's and Stage I's activation caches, in gamma's cache (the disk column counts them).
   const uint64_t hawq_cache = uint64_t(activation_cache_bytes(e.ms, o.hawq_calib_tokens));
   const uint64_t learn_cache = uint64_t(activation_cache_bytes(e.ms, o.calib_tokens));

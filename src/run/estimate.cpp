@@ -99,9 +99,18 @@ double emit_seconds(const ModelSize& m) {
   return 1 + 1.5 * m.params / 1e9;
 }
 
-double speed_table_seconds(const ModelSize& m, size_t types, size_t shapes) {
-  // ~1.5 s per kernel (decode chain and a 512-batch) on 2 cores; llama-bench as below.
-  return 1.5 * double(types) * double(shapes) + bench_seconds(m, 0, 2);
+double speed_table_seconds(const ModelSize& m, size_t types, double reference_bytes) {
+  // Measured on Qwen2.5-Coder-1.5B, 13 types, 2 threads, the Intel Xeon (ggml passes 0.98x the
+  // reference's): 32 min 19 s, priced 4 min 43 s before as 1.5 s per kernel. Most of it is each
+  // type's layers timed in context and the same kernels alone, three rounds (speed::CostModel::
+  // type_scale): ~138 s a type, growing with the linear weights (results/speed_model/goal_degrid/).
+  const double per_type = 107 * m.linear_params / 1e9;
+  // Then llama-bench of the reference (-r 3, tg128 + pp512): a decoded token reads the file at
+  // ~29 GB/s plus ~40 ms of compute per 1.78 G weights (Qwen-1.5B: the 7.1 GB F32 teacher 4.05
+  // tok/s, its 0.92 GB Q3_K_M mix 14.4), prompts at ~80 tokens/s per 1.78 G weights.
+  const double g = m.params / 1.78e9;
+  const double bench = 10 + 3 * (128 * (reference_bytes / 28.8e9 + 0.04 * g) + 512 / 80.0 * g);
+  return m.forward_scale * (double(types) * per_type + bench) * 2.0 / std::max(1, m.threads);
 }
 
 double bench_seconds(const ModelSize& m, size_t files, int rounds) {

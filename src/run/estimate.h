@@ -48,9 +48,10 @@ double window_share(int steps);
 // llama-quantize of one standard mix from the F32 teacher.
 double mix_seconds(const ModelSize& m, const std::string& mix);
 double emit_seconds(const ModelSize& m);
-// The speed table (gamma speed --pool): each (type, shape) kernel timed, then llama-bench of the
-// source twice; nothing when this machine's cache has them.
-double speed_table_seconds(const ModelSize& m, size_t types, size_t shapes);
+// The speed table (gamma speed --pool): each type's kernels timed alone and its layers in context,
+// then llama-bench of the reference file (reference_bytes, the model gamma run was given);
+// nothing when this machine's cache has them.
+double speed_table_seconds(const ModelSize& m, size_t types, double reference_bytes);
 // gamma speed --bench of `files` files (the source beside them), `rounds` rounds of tg128 + pp512.
 double bench_seconds(const ModelSize& m, size_t files, int rounds);
 

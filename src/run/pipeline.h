@@ -334,6 +334,8 @@ bool shared_machine(const Env& e, double other_cores);
 // gamma speed's own cache measure nothing), into e.speed and e.table. Made from the pool's
 // preview, before any candidate is quantized.
 Status make_speed_table(Env& e, const Manifest& m);
+// Its estimated time (the dry run's and the stage's): m's types, llama-bench of e.model.
+double speed_table_eta(const Env& e, const Manifest& m);
 // --min-decode / --min-prefill as tokens/s by the table (Env::budget, per target Env::target_speeds).
 // A mix's name needs that mix's file, built from the teacher and imatrix: so unless `teacher_made`
 // such a target is left unresolved (returns false).

@@ -49,12 +49,17 @@ Status measure_memory(Env& e) {
   return Status::ok();
 }
 
+double speed_table_eta(const Env& e, const Manifest& m) {
+  std::error_code ec;  // cost_table's reference below: llama-bench reads the whole file
+  const uintmax_t bytes = fs::file_size(e.model, ec);
+  return speed_table_seconds(e.ms, m.types.size(), ec ? 0.0 : double(bytes));
+}
+
 Status make_speed_table(Env& e, const Manifest& m) {
   if (!speed_budget(e)) return Status::ok();
   e.speed = e.W + "/speed.json";
   if (!file_exists(e.speed)) {
-    const double eta = speed_table_seconds(e.ms, m.types.size(), speed::layer_of(m).shapes.size() + 1);
-    GAMMA_RETURN_IF_ERROR(e.stage("speed table (kernels of every candidate type and shape here) -> " + e.speed, eta,
+    GAMMA_RETURN_IF_ERROR(e.stage("speed table (kernels of every candidate type and shape here) -> " + e.speed, speed_table_eta(e, m),
                                   [&]() -> Status {
       GAMMA_ASSIGN_OR_RETURN(speed::CostModel cm, speed::CostModel::open(std::stoi(e.T)));
       GAMMA_ASSIGN_OR_RETURN(speed::CostTable t, speed::cost_table(m, cm, e.o.llama_bin + "/llama-bench", e.model));
