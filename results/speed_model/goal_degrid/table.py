@@ -17,9 +17,8 @@ ORDER = ["IQ2_M", "Q2_K_S", "Q2_K", "IQ3_XXS", "IQ3_XS", "Q3_K_S", "IQ3_S", "IQ3
 TEXTS = ("wiki.test", "python-eval")
 
 
-def evals(stem):  # {text: eval's kld} for the files the goal run or go.sh measured
-    return {t: json.load(open(f"{stem}.{t}.json" if "/goal/" in stem else f"{stem}.report-{t}-c512-n16.json"))["kld"]
-            for t in TEXTS}
+def evals(pattern):  # {text: its evaluation's kld}; pattern names the JSON with {t} for the text
+    return {t: json.load(open(pattern.format(t=t)))["kld"] for t in TEXTS}
 
 
 def paired(a, b):
@@ -37,9 +36,9 @@ for mix in ORDER:
     bench = json.load(open(bench_file))["files"]
     mix_b, free_b, speed_b = bench
     free_stem = os.path.join(D, os.path.basename(free_b["file"])[: -len(".gguf")])
-    files = [("llama.cpp " + mix, mix_b, evals(f"{R}/llama-{mix}")),
-             ("gamma, no speed budget", free_b, evals(free_stem)),
-             ("gamma --min-decode " + mix + ".gguf", speed_b, evals(f"{W}/goal/{mix}-speed"))]
+    files = [("llama.cpp " + mix, mix_b, evals(f"{R}/llama-{mix}.report-{{t}}-c512-n16.json")),
+             ("gamma, no speed budget", free_b, evals(free_stem + ".report-{t}-c512-n16.json")),
+             ("gamma --min-decode " + mix + ".gguf", speed_b, evals(f"{W}/goal/{mix}-speed.{{t}}.json"))]
     base = files[0][2]
     for label, b, ev in files:
         p = "" if ev is base else " / ".join(f"{m:+.4f} ± {s:.4f}" for m, s in (paired(ev[t], base[t]) for t in TEXTS))
