@@ -15,7 +15,8 @@ void add_pool(CLI::App& app) {
   c->add_option("model", o->p.model_path, "source GGUF (quantized or FP)")->required();
   o->p.types = {"auto"};
   c->add_option("--types", o->p.types,
-                "candidate ggml types, comma-separated, or auto: the measured Pareto set (docs/design.md, gamma inspect POOL) that fits the model")
+                "candidate ggml types, comma-separated, or auto: the measured Pareto set (docs/design.md, gamma inspect POOL) that fits the model, "
+                "or auto-speed: auto and the types that decode faster than those that dominate them (Q3_K, Q4_0), for a speed budget")
       ->delimiter(',')->capture_default_str();
   c->add_option("--imatrix", o->p.imatrix_path, "llama-imatrix output used as importance (as llama-quantize does)");
   c->add_option("--import", o->p.imports, "add candidates from another GGUF of the same model: PATH[:LABEL]");

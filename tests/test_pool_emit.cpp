@@ -94,6 +94,31 @@ TEST(Pool, AutoTakesTheDefaultTypesThatFitAndRecordsTheirTime) {
   EXPECT_FALSE(std::filesystem::exists(d / "k"));
 }
 
+// Under a speed budget gamma run asks for auto-speed: auto and the types that decode fast for
+// their bytes. stories260K's 64-wide rows take Q4_0 (Q3_K's 256-wide blocks fit none of them).
+TEST(Pool, AutoSpeedAddsTheFastDecodeTypesThatFit) {
+  TempDir d;
+  PoolOptions po;
+  po.model_path = stories260k();
+  po.preview = true;
+  po.types = {"auto"};
+  auto plain = build_pool(po);
+  ASSERT_TRUE(plain.is_ok()) << plain.status().message();
+  po.types = {"auto-speed"};
+  auto fast = build_pool(po);
+  ASSERT_TRUE(fast.is_ok()) << fast.status().message();
+  std::vector<std::string> want = plain->types;
+  want.push_back("Q4_0");
+  EXPECT_EQ(fast->types, want);
+  EXPECT_EQ(fast_decode_types(), (std::vector<std::string>{"Q3_K", "Q4_0"}));
+  int with_q40 = 0;  // every module whose rows hold 32-wide blocks (ffn_down's 172 do not)
+  for (const auto& m : fast->modules) {
+    EXPECT_EQ(m.find("Q4_0") != nullptr, m.shape[0] % 32 == 0) << m.name;
+    with_q40 += m.find("Q4_0") != nullptr;
+  }
+  EXPECT_GT(with_q40, 0);
+}
+
 // The preview (sizes without quantizing: gamma run's target check and --dry-run) holds
 // exactly the candidates and bytes the real pool writes.
 TEST(Pool, PreviewPredictsTheRealPoolsBytes) {

@@ -421,14 +421,15 @@ TEST(RunPipeline, DryRunPrintsThePlanOfWorkAndWritesNothing) {
   TempDir d;
   auto r = gamma("run " + stories260k() + " --dry-run --size 1MB -w " + d / "w");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* s : {"gamma run --dry-run: ", "files gamma can make from the pool", "target: --size 1MB", "teacher: the model itself",
+  for (const char* s : {"gamma run --dry-run: ", "files gamma can make from the pool (auto types)", "target: --size 1MB", "teacher: the model itself",
                         "pool Q8_0", "hawq", "layers (6 files", "total (estimate"})
     EXPECT_NE(r.output.find(s), std::string::npos) << s << "\n" << r.output;
   EXPECT_FALSE(fs::exists(d / "w"));
   // A speed budget adds the speed table and the llama-bench of the reported files.
   r = gamma("run " + stories260k() + " --dry-run --size 1MB --min-decode 10 -w " + d / "w");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* s : {"speed table (kernels per type and shape)", "llama-bench of the reported files (2 rounds)"})
+  for (const char* s : {"speed table (kernels per type and shape)", "llama-bench of the reported files (2 rounds)",
+                        "files gamma can make from the pool (auto-speed types)"})
     EXPECT_NE(r.output.find(s), std::string::npos) << s << "\n" << r.output;
   EXPECT_FALSE(fs::exists(d / "w"));
   // A streamed pool: one line for its manifest, none per type (no candidate file is written).

@@ -82,6 +82,11 @@ const std::vector<std::string>& default_candidate_types() {
   return kTypes;
 }
 
+const std::vector<std::string>& fast_decode_types() {
+  static const std::vector<std::string> kTypes = {"Q3_K", "Q4_0"};
+  return kTypes;
+}
+
 namespace {
 
 // One `gamma pool` run, its steps in order: the types, the imatrix, the manifest skeleton,
@@ -120,20 +125,25 @@ class PoolBuilder {
 };
 
 // `auto` gives IQ4_NL only to rows that 256-wide blocks cannot hold: on Qwen's 256-wide rows
-// IQ4_XS has its error in fewer bytes and Q4_K dominates it (results/iq_qwen/types.md).
+// IQ4_XS has its error in fewer bytes and Q4_K dominates it (results/iq_qwen/types.md); and
+// `auto-speed` so gives Q4_0 (fast_decode_types says why).
 bool auto_admits(bool automatic, ggml_type t, int64_t w) {
-  return type_admits(t, w) && !(automatic && t == GGML_TYPE_IQ4_NL && w % 256 == 0);
+  const bool narrow_only = t == GGML_TYPE_IQ4_NL || t == GGML_TYPE_Q4_0;
+  return type_admits(t, w) && !(automatic && narrow_only && w % 256 == 0);
 }
 
 // Every type must give candidates: one named by the user that cannot is refused (rather than
 // a pool of F16 fallbacks); "auto" keeps those of its set that can.
 Status PoolBuilder::resolve_types() {
   for (const auto& lm : model_->linear()) widths_.insert(model_->tensors()[lm.tensor].row_width());
-  automatic_ = opt_.types.size() == 1 && opt_.types[0] == "auto";
+  const bool speed = opt_.types.size() == 1 && opt_.types[0] == kAutoSpeedTypes;
+  automatic_ = speed || (opt_.types.size() == 1 && opt_.types[0] == kAutoTypes);
   auto fits = [&](ggml_type t) {
     return std::any_of(widths_.begin(), widths_.end(), [&](int64_t w) { return auto_admits(automatic_, t, w); });
   };
-  for (const auto& t : automatic_ ? default_candidate_types() : opt_.types) {
+  std::vector<std::string> asked = automatic_ ? default_candidate_types() : opt_.types;
+  if (speed) asked.insert(asked.end(), fast_decode_types().begin(), fast_decode_types().end());
+  for (const auto& t : asked) {
     GAMMA_ASSIGN_OR_RETURN(ggml_type gt, parse_type(t));
     const bool no_imatrix = type_needs_imatrix(gt) && opt_.imatrix_path.empty();
     if (automatic_ && (!fits(gt) || no_imatrix)) continue;

@@ -22,10 +22,22 @@ namespace gm {
 // gamma inspect POOL (pool/type_table.h); docs/design.md "Candidate types" says what is measured).
 // Each module gets those its rows fit; IQ2_XXS and IQ2_XS only with an imatrix.
 const std::vector<std::string>& default_candidate_types();
+// "auto-speed", the set for a speed budget: the auto set and the types that decode faster than
+// the types that dominate them in bytes and error. Q3_K has IQ3_S's bytes and more error, and
+// decodes 2.3x as fast here (uniform Qwen-1.5B, llama-bench tg128 27.4 vs 11.8 tok/s,
+// results/speed_model/); without it a plan held to a K mix's speed must split the mix's Q3_K
+// modules into Q2_K and Q4_K (results/speed_model/goal_degrid/, Q3_K_M's size). Q4_0 has
+// IQ4_NL's bytes and is repacked for the CPU's wide kernels; like IQ4_NL in auto, only on rows
+// that 256-wide blocks cannot hold (elsewhere Q4_K has its bytes, less error and as much speed:
+// uniform 37.3 vs Q4_0's 36.6 tok/s).
+const std::vector<std::string>& fast_decode_types();
+// The two names of a set: "auto" (no speed budget) and "auto-speed".
+constexpr const char* kAutoTypes = "auto";
+constexpr const char* kAutoSpeedTypes = "auto-speed";
 
 struct PoolOptions {
   std::string model_path;
-  std::vector<std::string> types;    // candidate type names, or {"auto"}
+  std::vector<std::string> types;    // candidate type names, or {"auto"} or {"auto-speed"}
   std::string imatrix_path;          // optional
   std::vector<std::string> imports;  // "PATH" or "PATH:LABEL"
   std::string out_dir;

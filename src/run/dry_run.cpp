@@ -77,7 +77,7 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
               fs::path(e.model).filename().c_str(), e.ms.params / 1e6, e.ms.linear_params / 1e6, e.ms.n_layer, e.ms.threads);
   if (const std::string n = llama::cpu_note(); !n.empty()) std::printf("note: %s\n", n.c_str());
   std::printf("files gamma can make from the pool (%s): %s to %s\n",
-              e.o.types.empty() ? "auto types" : "given types", format_size(range.min).c_str(), format_size(range.max).c_str());
+              e.o.types.empty() ? fmt::format("{} types", auto_types(e.o)).c_str() : "given types", format_size(range.min).c_str(), format_size(range.max).c_str());
   if (!o.sizes.empty()) {
     std::string sizes;
     for (const auto& s : o.sizes) sizes += (sizes.empty() ? "" : ",") + s;

@@ -313,6 +313,8 @@ std::string sweep_table_md(const json& sweep);
 
 // Whether --min-decode or --min-prefill is set; whether --memory is.
 bool speed_budget(const Env& e);
+// The pool's types when none are given: auto, or under a speed budget auto-speed (pool.h).
+const char* auto_types(const RunOptions& o);
 bool memory_budget(const Env& e);
 // --memory: llama.cpp's allocation for the source at --ctx (speed/memory.h), into e.
 Status measure_memory(Env& e);

@@ -10,6 +10,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "plan/plan.h"
 #include "pool/candidate.h"
@@ -113,7 +114,7 @@ Result<std::string> pool_only(Env& e, const Manifest& preview, const std::vector
     return only;
   }
   if (!file_exists(est + "/manifest.json")) {
-    std::vector<std::string> cmd = {e.G, "pool", e.model, "--types", "auto", "--estimate-rows",
+    std::vector<std::string> cmd = {e.G, "pool", e.model, "--types", auto_types(o), "--estimate-rows",
                                     std::to_string(o.estimate_rows), "-o", est, "-t", e.T, "-q"};
     if (!e.imatrix.empty()) cmd.insert(cmd.end(), {"--imatrix", e.imatrix});
     GAMMA_RETURN_IF_ERROR(e.stage(fmt::format("estimate ({} rows per module) -> {}", o.estimate_rows, est),
@@ -125,6 +126,11 @@ Result<std::string> pool_only(Env& e, const Manifest& preview, const std::vector
                                   hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens),
                                   [&] { return run_step("hawq", hawq_cmd(e, est, traces)); }));
   GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(est));
+  // An estimate made for other types (a run resumed with a speed budget: auto-speed's) cannot
+  // choose among the types asked now, nor can HAWQ-V2's scores on it.
+  if (man.types != preview.types)
+    return Status::errorf("{} holds an estimate of other types ({}) than this run's ({}); use another work directory", est,
+                          fmt::join(man.types, ","), fmt::join(preview.types, ","));
   GAMMA_ASSIGN_OR_RETURN(scores::Scores hawq, scores::Scores::load(traces));
   // The sizes: each target (--bpw through the static plan on the estimate), and the mixes it
   // will be compared with (each is a size of the front).

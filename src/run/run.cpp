@@ -125,7 +125,7 @@ Result<Manifest> open_model(Env& e, PoolOptions* po) {
   if (!e.imatrix.empty() && o.imatrix != "auto" && ::access(e.imatrix.c_str(), R_OK) != 0)
     return Status::errorf("cannot read {}: {}", e.imatrix, std::strerror(errno));
   po->model_path = e.model;
-  po->types = o.types.empty() ? std::vector<std::string>{"auto"} : o.types;
+  po->types = o.types.empty() ? std::vector<std::string>{auto_types(o)} : o.types;
   po->imatrix_path = e.imatrix;
   po->preview = true;
   return build_pool(*po);

@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 
 #include "gguf_model/model.h"
+#include "pool/pool.h"
 #include "run/mixes.h"
 #include "run/pipeline.h"
 #include "run/proc.h"
@@ -33,6 +34,9 @@ size_t target_count(const RunOptions& o) {
 namespace gm::run {
 
 bool speed_budget(const Env& e) { return !e.o.min_decode.empty() || !e.o.min_prefill.empty(); }
+const char* auto_types(const RunOptions& o) {
+  return o.min_decode.empty() && o.min_prefill.empty() ? kAutoTypes : kAutoSpeedTypes;
+}
 bool memory_budget(const Env& e) { return e.o.memory_bytes > 0; }
 
 Status measure_memory(Env& e) {
@@ -67,6 +71,14 @@ Status make_speed_table(Env& e, const Manifest& m) {
     }));
   }
   GAMMA_ASSIGN_OR_RETURN(speed::CostTable t, speed::CostTable::load(e.speed));
+  if (!t.covers(m).is_ok() && t.model_fingerprint == m.model_fingerprint) {
+    // The pool gained types since the table was made (a run resumed under a speed budget takes
+    // auto-speed's): their kernels are timed into it, the rest and the other prices kept.
+    GAMMA_ASSIGN_OR_RETURN(speed::CostModel cm, speed::CostModel::open(std::stoi(e.T)));
+    GAMMA_ASSIGN_OR_RETURN(int added, speed::price_candidates(t, m, cm));
+    if (added > 0) GAMMA_RETURN_IF_ERROR(t.save(e.speed));
+    std::printf("   speed table: %d prices of the pool's new candidates added to %s\n", added, e.speed.c_str());
+  }
   GAMMA_RETURN_IF_ERROR(t.covers(m).with_context(e.speed));
   e.table = std::move(t);
   return Status::ok();

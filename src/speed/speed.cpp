@@ -443,7 +443,21 @@ Result<double> speed_target(const std::string& arg, const Manifest& m, const Cos
   return decode ? s.decode_tps : s.prefill_tps;
 }
 
+namespace {
+// Prices are added only to a table of this model measured here: another machine's or another
+// thread count's times beside these would make a plan's sum of neither.
+Status check_extends(const CostTable& t, const Manifest& m, const CostModel& cm) {
+  if (t.model_fingerprint != m.model_fingerprint)
+    return Status::error("the speed table is of another model than the pool (fingerprints differ)");
+  if (t.machine != kernel_signature() || t.threads != cm.threads())
+    return Status::errorf("the speed table was measured on another machine or at {} threads ({}), not here at {}; "
+                          "run gamma speed --pool again", t.threads, t.machine, cm.threads());
+  return Status::ok();
+}
+}  // namespace
+
 Result<int> price_file(CostTable& t, const Manifest& m, const std::string& file, CostModel& cm) {
+  GAMMA_RETURN_IF_ERROR(check_extends(t, m, cm));
   GAMMA_ASSIGN_OR_RETURN(auto ws, pool_model_weights(file, m));
   const Layer layer = layer_of(m);
   int added = 0;
@@ -453,6 +467,37 @@ Result<int> price_file(CostTable& t, const Manifest& m, const std::string& file,
     GAMMA_ASSIGN_OR_RETURN(KernelTime k, w.head ? cm.kernel(w.type, w.n_in, w.n_out, true)
                                                 : cm.module(w.type, w.n_in, w.n_out, layer));
     t.cost[w.name][w.type] = k;
+    ++added;
+  }
+  return added;
+}
+
+Result<int> price_candidates(CostTable& t, const Manifest& m, CostModel& cm) {
+  GAMMA_RETURN_IF_ERROR(check_extends(t, m, cm));
+  const Layer layer = layer_of(m);
+  int added = 0;
+  for (const auto& e : m.modules) {
+    GAMMA_RETURN_IF_ERROR(priced(e.name, e.shape));
+    for (const auto& c : e.candidates) {
+      if (t.cost.count(e.name) && t.cost.at(e.name).count(c.id)) continue;
+      GAMMA_ASSIGN_OR_RETURN(KernelTime k, cm.module(c.type, e.shape[0], e.shape[1], layer));
+      t.cost[e.name][c.id] = k;
+      ++added;
+    }
+  }
+  // The head at every type a plan can give it by default and every cheaper head type below
+  // those (gamma run's head rules), and at every type of the pool.
+  GAMMA_ASSIGN_OR_RETURN(Weight head, head_of(m));
+  std::set<std::string> head_types(m.types.begin(), m.types.end());
+  head_types.insert(head.type);
+  for (double bpw = 1.0; bpw <= 16.0; bpw += 0.25)
+    for (std::string t = default_fixed_types(m, bpw).at(head.name); !t.empty(); t = cheaper_head_type(m, head.name, t))
+      head_types.insert(t);
+  for (const auto& type : head_types) {
+    if (!check_fixed_type(m, head.name, type).is_ok()) continue;
+    if (t.cost.count(head.name) && t.cost.at(head.name).count(type)) continue;
+    GAMMA_ASSIGN_OR_RETURN(KernelTime k, cm.kernel(type, head.n_in, head.n_out, true));
+    t.cost[head.name][type] = k;
     ++added;
   }
   return added;
@@ -477,27 +522,7 @@ Result<CostTable> cost_table(const Manifest& m, CostModel& cm, const std::string
   t.model_fingerprint = m.model_fingerprint;
   t.machine = kernel_signature();
   t.threads = cm.threads();
-  const Layer layer = layer_of(m);
-  for (const auto& e : m.modules) {
-    GAMMA_RETURN_IF_ERROR(priced(e.name, e.shape));
-    for (const auto& c : e.candidates) {
-      GAMMA_ASSIGN_OR_RETURN(KernelTime k, cm.module(c.type, e.shape[0], e.shape[1], layer));
-      t.cost[e.name][c.id] = k;
-    }
-  }
-  // The head at every type a plan can give it by default and every cheaper head type below
-  // those (gamma run's head rules), and at every type of the pool.
-  GAMMA_ASSIGN_OR_RETURN(Weight head, head_of(m));
-  std::set<std::string> head_types(m.types.begin(), m.types.end());
-  head_types.insert(head.type);
-  for (double bpw = 1.0; bpw <= 16.0; bpw += 0.25)
-    for (std::string t = default_fixed_types(m, bpw).at(head.name); !t.empty(); t = cheaper_head_type(m, head.name, t))
-      head_types.insert(t);
-  for (const auto& type : head_types) {
-    if (!check_fixed_type(m, head.name, type).is_ok()) continue;
-    GAMMA_ASSIGN_OR_RETURN(KernelTime k, cm.kernel(type, head.n_in, head.n_out, true));
-    t.cost[head.name][type] = k;
-  }
+  GAMMA_RETURN_IF_ERROR(price_candidates(t, m, cm).status());
   const std::string ref = reference.empty() ? m.model_path : reference;
   GAMMA_RETURN_IF_ERROR(pool_model_weights(ref, m).status());
   GAMMA_RETURN_IF_ERROR(cm.calibrate(llama_bench, ref));

@@ -152,6 +152,10 @@ Result<double> speed_target(const std::string& arg, const Manifest& m, const Cos
 // budget named by a file whose types are not among the candidates (llama.cpp's Q4_0 of a model
 // whose pool has no Q4_0) is priced by the same table, in seconds, instead of refused.
 Result<int> price_file(CostTable& t, const Manifest& m, const std::string& file, CostModel& cm);
+// Adds to `t` (of `m`'s model, measured on this machine at cm's threads) every candidate and
+// head type of `m` it lacks, as cost_table measures them; returns how many. A pool grown by
+// types (a run resumed under a speed budget, whose pool takes auto-speed's) keeps its table.
+Result<int> price_candidates(CostTable& t, const Manifest& m, CostModel& cm);
 // --min-decode and --min-prefill (either may be empty: 0) resolved by speed_target, an error
 // naming its option.
 struct SpeedTargets {
