@@ -33,10 +33,12 @@ size_t target_count(const RunOptions& o) {
 
 namespace gm::run {
 
-bool speed_budget(const Env& e) { return !e.o.min_decode.empty() || !e.o.min_prefill.empty(); }
-const char* auto_types(const RunOptions& o) {
-  return o.min_decode.empty() && o.min_prefill.empty() ? kAutoTypes : kAutoSpeedTypes;
-}
+namespace {
+bool asks_speed(const RunOptions& o) { return !o.min_decode.empty() || !o.min_prefill.empty(); }
+}  // namespace
+
+bool speed_budget(const Env& e) { return asks_speed(e.o); }
+const char* auto_types(const RunOptions& o) { return asks_speed(o) ? kAutoSpeedTypes : kAutoTypes; }
 bool memory_budget(const Env& e) { return e.o.memory_bytes > 0; }
 
 Status measure_memory(Env& e) {
