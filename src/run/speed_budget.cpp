@@ -97,14 +97,10 @@ Result<Env::SpeedBudgets> resolve_pair(Env& e, const Manifest& m, std::string de
     if (const std::string mix = mix_size_name(*a); !mix.empty()) {
       GAMMA_ASSIGN_OR_RETURN(*a, build_mix(e, mix));
     }
-    if (!speed::names_file(*a)) continue;
-    *file = *a;
-    if (!cm) {
-      GAMMA_ASSIGN_OR_RETURN(cm, speed::CostModel::open(std::stoi(e.T)));
-    }
-    GAMMA_ASSIGN_OR_RETURN(int added, speed::price_file(*e.table, m, *a, *cm));
-    if (added > 0) GAMMA_RETURN_IF_ERROR(e.table->save(e.speed));
+    if (speed::names_file(*a)) *file = *a;
   }
+  GAMMA_ASSIGN_OR_RETURN(int added, speed::price_speed_targets(*e.table, m, decode, prefill, cm));
+  if (added > 0) GAMMA_RETURN_IF_ERROR(e.table->save(e.speed));
   GAMMA_ASSIGN_OR_RETURN(speed::SpeedTargets st, speed::speed_targets(decode, prefill, m, *e.table));
   b.decode_tps = st.decode_tps;
   b.prefill_tps = st.prefill_tps;

@@ -104,16 +104,7 @@ Result<Outcome> solve_request(const Manifest& m, const Request& r) {
       // A budget named by a file whose types the table lacks (llama.cpp's Q3_K_S has attn_v at
       // Q3_K, a pool without Q3_K): those weights timed into the table, as gamma run does.
       std::optional<speed::CostModel> cm;
-      int added = 0;
-      for (const std::string* f : {&r.min_decode, &r.min_prefill}) {
-        if (!speed::names_file(*f)) continue;
-        if (!cm) {
-          GAMMA_ASSIGN_OR_RETURN(cm, speed::CostModel::open(table->threads));
-        }
-        auto n = speed::price_file(*table, m, *f, *cm);
-        if (!n.is_ok()) return n.status().with_context(f == &r.min_decode ? "--min-decode" : "--min-prefill");
-        added += *n;
-      }
+      GAMMA_ASSIGN_OR_RETURN(int added, speed::price_speed_targets(*table, m, r.min_decode, r.min_prefill, cm));
       if (added > 0) GAMMA_RETURN_IF_ERROR(table->save(r.speed));
       sp.table = &*table;
       GAMMA_ASSIGN_OR_RETURN(speed::SpeedTargets st, speed::speed_targets(r.min_decode, r.min_prefill, m, *table));

@@ -472,6 +472,21 @@ Result<int> price_file(CostTable& t, const Manifest& m, const std::string& file,
   return added;
 }
 
+Result<int> price_speed_targets(CostTable& t, const Manifest& m, const std::string& min_decode,
+                                const std::string& min_prefill, std::optional<CostModel>& cm) {
+  int added = 0;
+  for (const std::string* f : {&min_decode, &min_prefill}) {
+    if (!names_file(*f)) continue;
+    if (!cm) {
+      GAMMA_ASSIGN_OR_RETURN(cm, CostModel::open(t.threads));
+    }
+    auto n = price_file(t, m, *f, *cm);
+    if (!n.is_ok()) return n.status().with_context(f == &min_decode ? "--min-decode" : "--min-prefill");
+    added += *n;
+  }
+  return added;
+}
+
 Result<int> price_candidates(CostTable& t, const Manifest& m, CostModel& cm) {
   GAMMA_RETURN_IF_ERROR(check_extends(t, m, cm));
   const Layer layer = layer_of(m);

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -152,6 +153,11 @@ Result<double> speed_target(const std::string& arg, const Manifest& m, const Cos
 // budget named by a file whose types are not among the candidates (llama.cpp's Q4_0 of a model
 // whose pool has no Q4_0) is priced by the same table, in seconds, instead of refused.
 Result<int> price_file(CostTable& t, const Manifest& m, const std::string& file, CostModel& cm);
+// price_file for each of --min-decode and --min-prefill that names a file (an error names its
+// option), `cm` opened at the table's threads when the first one does; returns how many prices
+// were added (the caller saves the table when any were). gamma run and gamma solve both.
+Result<int> price_speed_targets(CostTable& t, const Manifest& m, const std::string& min_decode,
+                                const std::string& min_prefill, std::optional<CostModel>& cm);
 // Adds to `t` (of `m`'s model, measured on this machine at cm's threads) every candidate and
 // head type of `m` it lacks, as cost_table measures them; returns how many. A pool grown by
 // types (a run resumed under a speed budget, whose pool takes auto-speed's) keeps its table.
