@@ -1,33 +1,47 @@
 #!/usr/bin/env bash
-# Issue 45's goal at Q3_K_S's and Q3_K_M's sizes with `gamma run --min-decode mix` itself, its pool
-# of auto-speed types (auto + Q3_K; Q4_0 fits no row of Qwen that 256-wide blocks cannot hold), on
-# issue 47's de-gridded teacher. The work directory starts from the speed race's
-# (/work/runs/speed-degrid, results/speed_model/goal_degrid/) by what does not depend on the
-# candidates: the teacher, the imatrix, the speed table (the run times Q3_K into it where it
-# lacks it), the mixes and their evaluations, the report texts' teacher log-probs, and HAWQ-V2's
-# Hessian traces (measured in 4,230 s there; the run's own rescoring of a new pool from an
-# estimate's traces, `gamma hawq --traces-from`, makes the new estimate's scores from them).
-#   GAMMA=path/to/gamma bash go.sh
+# Issue 45's goal with `gamma run --min-decode mix` itself, its pool of auto-speed types (auto +
+# Q3_K; Q4_0 fits no row of Qwen that 256-wide blocks cannot hold), on issue 47's de-gridded
+# teacher. It starts on any machine from what does not depend on the candidates: the teacher made
+# again from its seed (sha256 checked against ../../degrid_qwen/goal/teacher.sha256), and from
+# issue 47's run state (../../degrid_qwen/goal/state.tar.xz) its imatrix, the mixes' predicted
+# sizes and HAWQ-V2's Hessian traces (4,230 s to measure; `gamma hawq --traces-from` makes the new
+# estimate's scores from them, as the run itself does for its real pool). The speed table, the
+# mixes and the teacher's report log-probs are made by the run. Resumable: run it again.
+#   GAMMA=path/to/gamma [WORK=dir] [SIZES=Q3_K_S,Q3_K_M] bash go.sh [more gamma run options]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 G=${GAMMA:-$here/../../../build/cli/gamma}
-S=${FROM:-/work/runs/speed-degrid}
+state=$here/../../degrid_qwen/goal
 work=${WORK:-/work/runs/speed-q3k}
 mkdir -p "$work/run"
 cd "$work"
-[ -f teacher-dither1.gguf ] || ln -f "$S/teacher-dither1.gguf" .
-for f in imatrix.gguf imatrix.log calib.txt python-valid.txt mixes-predicted.json \
-         teacher-report-python-eval-c512-n16.kld teacher-report-wiki.test-c512-n16.kld; do
-  [ -f "run/$f" ] || ln -f "$S/run/$f" "run/$f"
+if [ ! -f teacher-dither1.gguf ]; then
+  src=$("$G" fetch qwen2.5-coder-1.5b)
+  "$G" dequantize --dither 1 "$src" -o teacher-dither1.partial.gguf
+  mv teacher-dither1.partial.gguf teacher-dither1.gguf
+fi
+if [ ! -f teacher.checked ]; then
+  sha=$(sha256sum teacher-dither1.gguf | cut -d' ' -f1)
+  [ "$sha" = "$(cat "$state/teacher.sha256")" ] || { echo "go.sh: teacher-dither1.gguf is $sha, not issue 47's" >&2; exit 1; }
+  touch teacher.checked
+fi
+for f in imatrix.gguf imatrix.log mixes-predicted.json; do
+  [ -f "run/$f" ] || tar -xJf "$state/state.tar.xz" -C run "./$f"
 done
-for f in "$S"/run/llama-*; do [ -f "run/$(basename "$f")" ] || ln -f "$f" run/; done
-[ -f run/speed.json ] || cp "$S/run/speed.json" run/speed.json
+[ -f traces.json ] || tar -xJOf "$state/state.tar.xz" ./scores-hawq-estimate.json > traces.json
+# The run's calibration text as gamma run writes it (src/util/data.cpp): the traces are keyed by it.
+[ -f run/calib.txt ] || python3 - "${SHARED:-/work/shared/data}/text" run/calib.txt <<'PY'
+import sys
+a = open(sys.argv[1] + "/war-and-peace.txt", "rb").read()[:40000]
+b = open(sys.argv[1] + "/python-calib.txt", "rb").read()[:36000]
+open(sys.argv[2], "wb").write(a + (b"" if a.endswith(b"\n") else b"\n") + b)
+PY
 if [ ! -f run/estimate/manifest.json ]; then
   "$G" pool teacher-dither1.gguf --types auto-speed --estimate-rows 128 -o run/estimate -t 2 -q --imatrix run/imatrix.gguf
 fi
 if [ ! -f run/scores-hawq-estimate.json ]; then
   "$G" hawq run/estimate --teacher teacher-dither1.gguf --calib run/calib.txt --samples 4 --seqs 4 --calib-tokens 4096 \
-    --seq-len 256 -t 2 -q -o run/scores-hawq-estimate.json --traces-from "$S/run/scores-hawq-estimate.json"
+    --seq-len 256 -t 2 -q -o run/scores-hawq-estimate.json --traces-from traces.json
 fi
-exec "$G" run teacher-dither1.gguf --size Q3_K_S,Q3_K_M --min-decode mix --stream-pool \
-  --text wiki,python --valid-text wiki,python --chunks 16 --valid-chunks 8 --no-front -w run -t 2
+exec "$G" run teacher-dither1.gguf --size "${SIZES:-Q3_K_S,Q3_K_M}" --min-decode mix --stream-pool \
+  --text wiki,python --valid-text wiki,python --chunks 16 --valid-chunks 8 --no-front -w run -t 2 "$@"
