@@ -784,6 +784,21 @@ TEST(RunPipeline, SpeedBudgetBindsThePlanAndTheReportMeasuresIt) {
   for (const json* row : {&(*j)["rows"][0], &(*j)["mixes"][0]})
     for (const char* k : {"tg128", "pp512", "predicted_tg128", "predicted_pp512"})
       EXPECT_GT((*row)[k].get<double>(), 0) << k << " " << row->dump();
+  // Every prediction in the one unit the budget is in: the mix's types timed into the run's table
+  // (its head's type is no candidate), and the source's, whose pair (table, llama-bench) the
+  // summary keeps as the table's scale on this machine.
+  for (const auto& row : (*j)["rows"])
+    if (row.contains("tg128")) EXPECT_EQ(row["predicted_by"], "speed table") << row.dump();
+  {
+    const std::string mix = (*j)["mixes"][0]["path"].get<std::string>();
+    auto by_table = decode_by_table(d / "w/speed.json", mix);
+    ASSERT_TRUE(by_table.is_ok()) << by_table.status().message();
+    EXPECT_NEAR((*j)["mixes"][0]["predicted_tg128"].get<double>(), *by_table, 1e-9 * *by_table);
+    const json& ref = (*j)["speed"]["reference"];
+    EXPECT_GT(ref["predicted_tg128"].get<double>(), 0) << (*j)["speed"].dump();
+    EXPECT_GT(ref["tg128"].get<double>(), 0) << (*j)["speed"].dump();
+    EXPECT_NE(r.output.find("the table predicts the source at tg128 "), std::string::npos) << r.output;
+  }
   EXPECT_TRUE((*j)["verdict"].contains("gamma_meets_budgets_measured"));
   EXPECT_NE(r.output.find("tg128 (pred)"), std::string::npos) << r.output;
   EXPECT_TRUE(fs::exists(d / "w/run.png"));

@@ -365,9 +365,10 @@ Result<std::vector<HeadRule>> meeting_speed(const Env& e, const Manifest& man, u
 // Every head rule at `size` (head_at for 0 .. kHeadSteps steps) that the speed budget allows.
 Result<std::vector<HeadRule>> head_rules(const Env& e, const Manifest& man, const solve::Allocator& stat, uint64_t size);
 // Each row of `summary` whose file is on disk measured by llama-bench beside its prediction
-// (gamma speed --bench, W/speed-check-BUDGET.json): row keys predicted_tg128/pp512, tg128, pp512;
-// with --memory, its memory as llama.cpp allocates it at --ctx (row key memory).
-Status bench_rows(Env& e, json& summary, uint64_t budget);
+// (gamma speed --bench, W/speed-check-BUDGET.json): row keys predicted_tg128/pp512 (by the speed
+// table, each file's types it lacks timed into it first: `man`'s model), tg128, pp512; with
+// --memory, its memory as llama.cpp allocates it at --ctx (row key memory).
+Status bench_rows(Env& e, const Manifest& man, json& summary, uint64_t budget);
 
 // ---- dry_run.cpp -----------------------------------------------------------------------------
 

@@ -223,7 +223,7 @@ Result<std::vector<HeadRule>> head_rules(const Env& e, const Manifest& man, cons
   return meeting_speed(e, man, size, rules);
 }
 
-Status bench_rows(Env& e, json& summary, uint64_t budget) {
+Status bench_rows(Env& e, const Manifest& man, json& summary, uint64_t budget) {
   if (!speed_budget(e) && !memory_budget(e)) return Status::ok();
   std::vector<std::string> files;
   for (const auto& r : summary["rows"]) {
@@ -270,11 +270,27 @@ Status bench_rows(Env& e, json& summary, uint64_t budget) {
   // Measured: llama-bench's. Predicted: by the table the plans were solved with (what the
   // budget was held to), each file's weights at their types; gamma speed's own prediction in
   // the check is calibrated on the same rounds it measures, so it is not what the solver saw.
+  // A mix's types the pool lacks (Q5_0 in SmolLM2's Q3_K_M) and the source's are timed into the
+  // table first, as a budget's file is, so every row's prediction is in the one unit the budget
+  // is: a column of two units read as a 2x error on SmolLM2, where kernels timed alone run ~2x
+  // faster than in llama-bench's whole graph.
   std::map<std::string, speed::Speed> by_table;
-  for (const auto& f : e.table ? files : std::vector<std::string>{}) {
-    auto model = Model::open(f);
-    if (!model.is_ok()) return model.status();
-    if (auto p = e.table->predict(**model); p.is_ok()) by_table[f] = *p;
+  if (e.table && speed_budget(e)) {
+    std::vector<std::string> priced = files;
+    priced.push_back(e.model);
+    std::optional<speed::CostModel> cm;
+    int added = 0;
+    for (const auto& f : priced) {
+      if (!cm) {
+        GAMMA_ASSIGN_OR_RETURN(cm, speed::CostModel::open(e.table->threads));
+      }
+      // A file the table cannot price (another model's, say) keeps gamma speed's prediction.
+      if (auto n = speed::price_file(*e.table, man, f, *cm); n.is_ok()) added += *n;
+      auto model = Model::open(f);
+      if (!model.is_ok()) return model.status();
+      if (auto p = e.table->predict(**model); p.is_ok()) by_table[f] = *p;
+    }
+    if (added > 0) GAMMA_RETURN_IF_ERROR(e.table->save(e.speed));
   }
   for (const char* list : {"rows", "mixes", "front"})
     for (auto& r : summary[list])
@@ -308,6 +324,12 @@ Status bench_rows(Env& e, json& summary, uint64_t budget) {
                       {"min_prefill_given", fmt::format("{}", fmt::join(e.o.min_prefill, ","))},
                       {"check", out},
                       {"bench_rounds", e.o.bench_rounds}};
+  // The table's scale here: the source by the table and by llama-bench in the same rounds.
+  for (const auto& f : check["files"])
+    if (f.value("file", "") == e.model && f.contains("tg128") && by_table.count(e.model))
+      summary["speed"]["reference"] = {{"file", e.model}, {"tg128", f["tg128"]}, {"pp512", f["pp512"]},
+                                       {"predicted_tg128", by_table[e.model].decode_tps},
+                                       {"predicted_pp512", by_table[e.model].prefill_tps}};
   for (auto [key, file, measured] : {std::tuple{"min_decode_file", &e.budget.decode_file, e.budget.decode_file_measured},
                                      std::tuple{"min_prefill_file", &e.budget.prefill_file, e.budget.prefill_file_measured}})
     if (!file->empty()) summary["speed"][key] = {{"file", *file}, {"measured_tps", measured}};
