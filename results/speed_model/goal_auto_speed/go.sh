@@ -12,9 +12,16 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 G=${GAMMA:-$here/../../../build/cli/gamma}
 state=$here/../../degrid_qwen/goal
-work=${WORK:-/work/runs/speed-q3k}
-mkdir -p "$work/run"
+work=${WORK:-/root/gamma-work/speed-q3k}
+mkdir -p "$work"
 cd "$work"
+# This run's own state, packed after a session's part by
+# `STATE=$here/state.tar.xz WORK=... bash ../../degrid_qwen/goal/save.sh` (WORK must be the same
+# path again: the manifests name the teacher by it).
+if [ ! -d run ] && [ -f "$here/state.tar.xz" ]; then
+  mkdir run.partial && tar -xJf "$here/state.tar.xz" -C run.partial && mv run.partial run
+fi
+mkdir -p run
 if [ ! -f teacher-dither1.gguf ]; then
   src=$("$G" fetch qwen2.5-coder-1.5b)
   "$G" dequantize --dither 1 "$src" -o teacher-dither1.partial.gguf
