@@ -7,7 +7,11 @@
 # sizes and HAWQ-V2's Hessian traces (4,230 s to measure; `gamma hawq --traces-from` makes the new
 # estimate's scores from them, as the run itself does for its real pool). The speed table, the
 # mixes and the teacher's report log-probs are made by the run. Resumable: run it again.
-#   GAMMA=path/to/gamma [WORK=dir] [SIZES=Q3_K_S,Q3_K_M] bash go.sh [more gamma run options]
+#   GAMMA=path/to/gamma [WORK=dir] [SIZES=Q3_K_S,Q3_K_M] [STATE=file] [SPEED_FROM=file] bash go.sh [more gamma run options]
+# STATE: the packed state to start from (default state.tar.xz here, Q3_K_M's run; another size's
+# run names its own, e.g. state-IQ3_M.tar.xz, which need not exist yet). SPEED_FROM: a speed table
+# this machine made for the same pool types (another size's run/speed.json), taken instead of
+# timing the kernels again (33 min on the Xeon).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 G=${GAMMA:-$here/../../../build/cli/gamma}
@@ -18,10 +22,19 @@ cd "$work"
 # This run's own state, packed after a session's part by
 # `STATE=$here/state.tar.xz WORK=... bash ../../degrid_qwen/goal/save.sh` (WORK must be the same
 # path again: the manifests name the teacher by it).
-if [ ! -d run ] && [ -f "$here/state.tar.xz" ]; then
-  mkdir run.partial && tar -xJf "$here/state.tar.xz" -C run.partial && mv run.partial run
+state_file=${STATE:-$here/state.tar.xz}
+if [ ! -d run ] && [ -f "$state_file" ]; then
+  mkdir run.partial && tar -xJf "$state_file" -C run.partial && mv run.partial run
 fi
 mkdir -p run
+[ -z "${SPEED_FROM:-}" ] || [ -f run/speed.json ] || cp "$SPEED_FROM" run/speed.json
+# On a machine without the state's speed table the run times the kernels again, and the mix's
+# speed by the new table is another budget than the one the state's pool window was chosen for:
+# gamma run would refuse the window. The pool (and Stage I's scores on it) stays as chosen; the
+# window's record is set aside, so the new table only steers the solves.
+if [ ! -f run/speed.json ] && [ -f run/pool-only.json ] && [ -f run/pool/manifest.json ]; then
+  mv run/pool-only.json run/pool-only.other-machine.json
+fi
 if [ ! -f teacher-dither1.gguf ]; then
   src=$("$G" fetch qwen2.5-coder-1.5b)
   "$G" dequantize --dither 1 "$src" -o teacher-dither1.partial.gguf
