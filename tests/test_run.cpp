@@ -930,6 +930,29 @@ TEST(RunPipeline, SpeedBudgetBindsThePlanAndTheReportMeasuresIt) {
         << r.output;
   }
 
+  // A rest measured negative on the run's model (seen: Qwen's F32 teacher on an AMD EPYC) is
+  // measured again on the budget's own file, so the table predicts that file as llama-bench
+  // measured it there, and the budget is that measurement.
+  {
+    const fs::path w3 = d / "negrest";
+    fs::create_directories(w3);
+    json t = read_json(d / "byname/speed.json", "gamma.speed", 1).value();
+    t["rest"]["decode_us"] = -1e6;
+    ASSERT_TRUE(write_json(w3 / "speed.json", t).is_ok());
+    r = gamma("run " + common + " -w " + w3.string() + " --min-decode q4_0");
+    EXPECT_NE(r.output.find("   speed table: the rest measured on " + (w3 / "llama-Q4_0.gguf").string()), std::string::npos)
+        << r.output;
+    auto after = read_json(w3 / "speed.json", "gamma.speed", 1);
+    ASSERT_TRUE(after.is_ok()) << after.status().message();
+    const json& rest = (*after)["rest"];
+    EXPECT_GT(rest["decode_us"].get<double>(), 0) << rest.dump();
+    EXPECT_EQ(fs::path(rest["reference"].get<std::string>()).filename(), "llama-Q4_0.gguf") << rest.dump();
+    auto as_mix = decode_by_table(w3 / "speed.json", w3 / "llama-Q4_0.gguf");
+    ASSERT_TRUE(as_mix.is_ok()) << as_mix.status().message();
+    EXPECT_NEAR(*as_mix, rest["reference_tg128"].get<double>(), 1e-6 * *as_mix) << rest.dump();
+    EXPECT_NEAR(number_after(r.output, R"(speed budget: decode >= ([0-9.]+))"), *as_mix, 0.006) << r.output;
+  }
+
   // "mix": at each size named by a mix, as fast as that mix (one run, a goal table's speed column):
   // each size's budget is its own mix's speed by the table, and each size's plans meet it.
   r = gamma("run " + stories260k() + " --size Q4_0,Q8_0 --min-decode mix --compare Q8_0 --types Q4_0,Q5_0,Q8_0 "

@@ -101,6 +101,25 @@ Result<Env::SpeedBudgets> resolve_pair(Env& e, const Manifest& m, std::string de
   }
   GAMMA_ASSIGN_OR_RETURN(int added, speed::price_speed_targets(*e.table, m, decode, prefill, cm));
   if (added > 0) GAMMA_RETURN_IF_ERROR(e.table->save(e.speed));
+  // A rest measured negative on the run's model (its kernels alone slower than its whole graph
+  // in llama-bench: the F32 teacher of Qwen on a 2-core AMD EPYC, 2026-12-05, -22.6 ms a token)
+  // prices every plan far too fast. The budget's own file holds the types plans take: the rest
+  // is measured on it instead, which also makes the table exact for that file.
+  const std::string& ref = !b.decode_file.empty() ? b.decode_file : b.prefill_file;
+  if (!ref.empty() && (e.table->rest.decode_us <= 0 || e.table->rest.prefill_us <= 0)) {
+    // Twice, the faster kept, as CostModel::calibrate measures the model's reference.
+    const std::string llama_bench = e.o.llama_bin + "/llama-bench";
+    GAMMA_ASSIGN_OR_RETURN(speed::Speed s, speed::bench(llama_bench, ref, e.table->threads, 3));
+    GAMMA_ASSIGN_OR_RETURN(speed::Speed s2, speed::bench(llama_bench, ref, e.table->threads, 3));
+    s.decode_tps = std::max(s.decode_tps, s2.decode_tps);
+    s.prefill_tps = std::max(s.prefill_tps, s2.prefill_tps);
+    const speed::Rest old = e.table->rest;
+    GAMMA_RETURN_IF_ERROR(e.table->rest_on(ref, s));
+    GAMMA_RETURN_IF_ERROR(e.table->save(e.speed));
+    std::printf("   speed table: the rest measured on %s (decode %.0f us, prompts %.0f us a batch), not on %s (%.0f, %.0f)\n",
+                ref.c_str(), e.table->rest.decode_us, e.table->rest.prefill_us, old.reference.c_str(), old.decode_us,
+                old.prefill_us);
+  }
   GAMMA_ASSIGN_OR_RETURN(speed::SpeedTargets st, speed::speed_targets(decode, prefill, m, *e.table));
   b.decode_tps = st.decode_tps;
   b.prefill_tps = st.prefill_tps;

@@ -402,6 +402,22 @@ Result<Speed> CostTable::predict(const std::vector<Weight>& ws) const {
   return s;
 }
 
+Status CostTable::rest_on(const std::string& reference, const Speed& measured) {
+  GAMMA_ASSIGN_OR_RETURN(auto model, Model::open(reference));
+  GAMMA_ASSIGN_OR_RETURN(auto ws, weights_of(*model));
+  KernelTime w;
+  for (const auto& x : ws) {
+    GAMMA_ASSIGN_OR_RETURN(KernelTime k, at(x.name, x.type));
+    w.decode_us += k.decode_us;
+    w.prefill_us += k.prefill_us;
+  }
+  rest.decode_us = measured.decode_us() - w.decode_us;
+  rest.prefill_us = measured.prefill_us() - w.prefill_us;
+  rest.reference = std::filesystem::absolute(reference).string();
+  rest.reference_bench = measured;
+  return Status::ok();
+}
+
 namespace {
 // The number in `arg`, when it is one.
 std::optional<double> tokens_per_second(const std::string& arg) {

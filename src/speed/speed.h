@@ -140,6 +140,10 @@ struct CostTable {
   Result<Speed> predict(const Model& file) const;
   // Weights at the types (for a module: the candidate ids) the table prices them by.
   Result<Speed> predict(const std::vector<Weight>& ws) const;
+  // The rest measured again on `reference` (a GGUF of the same model whose weights the table
+  // prices): llama-bench's `measured` speed of it minus the table's own prices of its weights, so
+  // the table predicts that file exactly as measured.
+  Status rest_on(const std::string& reference, const Speed& measured);
 };
 
 // A speed budget as the user gives it: tokens/s ("27.4"), or a GGUF file of the pool `m`'s model,

@@ -7,6 +7,8 @@
 # other row), and measured by llama-bench beside the mix in the same rounds (`gamma speed --bench`,
 # each file's fastest of 2 rounds).
 #   W=/work/runs/speed-q3k bash front.sh Q3_K_M 0 0.9 1.0 1.05 1.1 1.2
+# NO_BENCH=1: the files and their evaluations only (the bench wants the cores to itself; run again
+# without it when they are free).
 set -euo pipefail
 G=${GAMMA:-/work/runs/speed-q3k/b/cli/gamma}
 W=${W:-/work/runs/speed-q3k}; R=run
@@ -50,5 +52,5 @@ for f in "$@"; do
   files+=(front/$name.gguf)
   echo "[$(date -u +%H:%M:%S)] $name done"
 done
-[ -f front/$MIX-bench.json ] || $G speed "${files[@]}" --bench --rounds 2 -t 2 -o front/$MIX-bench.json > front/$MIX-bench.log 2>&1
-echo "[$(date -u +%H:%M:%S)] bench done"
+[ -n "${NO_BENCH:-}" ] || [ -f front/$MIX-bench.json ] || $G speed "${files[@]}" --bench --rounds 2 -t 2 -o front/$MIX-bench.json > front/$MIX-bench.log 2>&1
+[ -n "${NO_BENCH:-}" ] || echo "[$(date -u +%H:%M:%S)] bench done"
