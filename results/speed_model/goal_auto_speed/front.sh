@@ -16,7 +16,8 @@ txt=${TEXT:-/work/shared/data/text}
 MIX=$1; shift
 cd "$W"
 mkdir -p front
-j=$(for f in $R/run-*.json; do python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1]) if j['target']['size']==sys.argv[2] else None" "$f" "$MIX"; done | grep -v None | tail -1)
+# One size: run.json; several: run-SIZE.json each.
+j=$(for f in $R/run.json $R/run-*.json; do [ -f "$f" ] || continue; python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1]) if j['target']['size']==sys.argv[2] else None" "$f" "$MIX"; done | grep -v None | tail -1)
 plan=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['chosen']['plan'])" "$j")
 read -r -a how < <(python3 - "$plan" <<'PY'
 import json, sys
