@@ -83,17 +83,20 @@ json verdict_of(const Env& e, const std::vector<MixRow>& mixes, const json& meas
                 const std::string& out, const json& gamma_row) {
   const RunOptions& o = e.o;
   const bool gamma_within = meets_speed(e, gamma_row);
+  // A mix qualifies by the budget asked (bytes, or the KLD); it is better than gamma's file in
+  // fewer bytes (for --max-kld) or a lower validation KLD.
+  auto qualifies = [&](const MixRow& m) { return o.max_kld > 0 ? m.valid_kld <= o.max_kld : m.fits; };
+  auto better = [&](const MixRow& m) { return o.max_kld > 0 ? m.bytes < best.bytes : m.valid_kld < best.kld; };
   const MixRow* winner = nullptr;
   for (size_t i = 0; i < mixes.size(); ++i) {
     const MixRow& m = mixes[i];
-    const bool good = o.max_kld > 0 ? m.valid_kld <= o.max_kld && (m.bytes < best.bytes || !gamma_within)
-                                    : m.fits && (m.valid_kld < best.kld || !gamma_within);
-    const bool beats = meets_speed(e, measured[i]) && good;
+    const bool beats = meets_speed(e, measured[i]) && qualifies(m) && (better(m) || !gamma_within);
     if (beats && (!winner || (o.max_kld > 0 ? m.bytes < winner->bytes : m.valid_kld < winner->valid_kld))) winner = &m;
   }
   json verdict = {{"winner", winner ? "llama.cpp" : "gamma"}, {"file", winner ? winner->path : out}};
   if (speed_budget(e) || memory_budget(e)) verdict["gamma_meets_budgets_measured"] = gamma_within;
-  if (winner && !gamma_within) verdict["gamma_file"] = out;
+  // Named only when the mix won by the budgets alone: gamma's file is the better one on validation.
+  if (winner && !better(*winner)) verdict["gamma_file"] = out;
   if (winner) {
     std::string cmd;
     for (const auto& a : quantize_cmd(e, winner->name, "OUT.gguf")) cmd += (cmd.empty() ? "" : " ") + a;
