@@ -145,6 +145,65 @@ TEST(Speed, PredictsTheReferenceAndSolvesWithinADecodeBudget) {
   }
 }
 
+// A reference measured faster in llama-bench than its kernels timed alone (seen: Qwen's F32
+// teacher on an AMD EPYC) gives a negative rest; a file with cheaper weights then has no positive
+// prediction. `gamma speed --bench` keeps what it measured (gamma run's speed check reads that)
+// and leaves that file's prediction out, with a note; without --bench the same is an error. Here
+// the llama-bench is a stand-in that reports every file at 1e9 tok/s, the reference is an F16
+// file, and the cached F16 kernel times are made 100x slower, so the F32 file's weights are
+// surely the cheaper (the kernels' own order on a model this small is noise).
+TEST(Speed, ABenchWithANegativeRestKeepsItsMeasurements) {
+  TempDir dir;
+  const std::string d = dir.str();
+  std::filesystem::create_directories(d + "/bin");
+  const std::string fake = d + "/bin/llama-bench";
+  ASSERT_TRUE(write_file_atomic(fake,
+                                "#!/bin/sh\necho '['\necho '{\"n_prompt\": 512, \"n_gen\": 0, \"samples_ts\": [1e9]},'\n"
+                                "echo '{\"n_prompt\": 0, \"n_gen\": 128, \"samples_ts\": [1e9]}'\necho ']'\n")
+                  .is_ok());
+  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+  const std::string f16 = d + "/f16.gguf";
+  auto r = run_llama_tool(llama_tool("llama-quantize") + " " + stories260k() + " " + f16 + " F16 1", "");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string g = "GAMMA_CACHE=" + d + "/cache " + gamma_cli() + " speed " + f16 + " " + stories260k() +
+                        " --llama-bin " + d + "/bin -t 1";
+  r = run(g + " -o " + d + "/first.json");  // times the kernels into the cache (its prediction may or may not fail)
+  int slowed = 0;
+  for (const auto& f : std::filesystem::directory_iterator(d + "/cache/speed")) {
+    json c = json::parse(read_file(f.path().string()).value());
+    for (auto& [key, t] : c["kernels"].items())
+      if (key.rfind("F16 ", 0) == 0) {
+        t["decode_us"] = 100 * t["decode_us"].get<double>();
+        t["prefill_us"] = 100 * t["prefill_us"].get<double>();
+        ++slowed;
+      }
+    ASSERT_TRUE(write_file_atomic(f.path().string(), c.dump()).is_ok());
+  }
+  ASSERT_GT(slowed, 0) << r.output;
+  r = run(g + " --bench --rounds 1 -o " + d + "/check.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("note: stories260K.gguf: no prediction (speed: the predicted time is not positive"),
+            std::string::npos) << r.output;
+  auto check = read_json(d + "/check.json", "gamma.speed.check", 1);
+  ASSERT_TRUE(check.is_ok()) << check.status().message();
+  const json& files = check.value()["files"];
+  ASSERT_EQ(files.size(), 2u);
+  // The reference is predicted as measured (its rest is its own measurement less its kernels).
+  EXPECT_NEAR(files[0]["predicted_tg128"].get<double>(), 1e9, 1e-3 * 1e9);
+  EXPECT_EQ(files[1]["file"], stories260k());
+  EXPECT_DOUBLE_EQ(files[1]["tg128"].get<double>(), 1e9);
+  EXPECT_DOUBLE_EQ(files[1]["pp512"].get<double>(), 1e9);
+  EXPECT_FALSE(files[1].contains("predicted_tg128")) << files[1].dump();
+  EXPECT_FALSE(files[1].contains("tg128_error_pct")) << files[1].dump();
+  // Without --bench (the rest now cached from that check): one line, no row printed, nothing written.
+  r = run(g + " -o " + d + "/predict.json");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("gamma: error: speed: the predicted time is not positive (the rest is mis-measured)\n"),
+            std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("f16.gguf"), std::string::npos) << r.output;
+  EXPECT_FALSE(file_exists(d + "/predict.json"));
+}
+
 // The device budget: `gamma speed --ctx` reads llama.cpp's own allocation (weights with their
 // repacked copies, KV cache, compute buffers) and predicts it from the reference; `gamma solve
 // --memory --ctx` keeps the plan's predicted allocation within the budget, and the emitted file,

@@ -321,6 +321,11 @@ Status bench_rows(Env& e, const Manifest& man, json& summary, uint64_t budget) {
         r["tg128"] = f["tg128"];
         r["pp512"] = f["pp512"];
         const bool priced = by_table.count(path) > 0;
+        // gamma speed leaves out a prediction its rest makes non-positive (cmd_speed.cpp).
+        if (!priced && !f.contains("predicted_tg128")) {
+          r["predicted_by"] = "none (neither the table nor gamma speed's rest prices this file)";
+          continue;
+        }
         r["predicted_tg128"] = priced ? by_table[path].decode_tps : f["predicted_tg128"].get<double>();
         r["predicted_pp512"] = priced ? by_table[path].prefill_tps : f["predicted_pp512"].get<double>();
         r["predicted_by"] = priced ? "speed table" : "gamma speed (the table does not price this file's types)";

@@ -312,8 +312,10 @@ void print_summary(const Env& e, const json& summary, const std::string& json_pa
     const double vk = r["valid_kld"].is_number() ? r["valid_kld"].get<double>() : NAN;
     std::string tps;
     if (speed && r.contains("tg128"))
-      tps = fmt::format("  {:6.2f} ({:6.2f}) {:7.1f} ({:7.1f})", r["tg128"].get<double>(), r["predicted_tg128"].get<double>(),
-                        r["pp512"].get<double>(), r["predicted_pp512"].get<double>());
+      tps = r.contains("predicted_tg128")
+                ? fmt::format("  {:6.2f} ({:6.2f}) {:7.1f} ({:7.1f})", r["tg128"].get<double>(), r["predicted_tg128"].get<double>(),
+                              r["pp512"].get<double>(), r["predicted_pp512"].get<double>())
+                : fmt::format("  {:6.2f} ({:>6}) {:7.1f} ({:>7})", r["tg128"].get<double>(), "-", r["pp512"].get<double>(), "-");
     std::printf("  %-34s %13llu %9.4f %12s %11.6f ± %.6f %7.2f%% %9.4f%s\n", r["label"].get<std::string>().c_str(),
                 (unsigned long long)r["file_bytes"].get<uint64_t>(), bpw,
                 std::isnan(vk) ? "" : fmt::format("{:.6f}", vk).c_str(), r["kld_mean"].get<double>(),

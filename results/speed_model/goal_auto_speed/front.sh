@@ -9,6 +9,10 @@
 #   W=/work/runs/speed-q3k bash front.sh Q3_K_M 0 0.9 1.0 1.05 1.1 1.2
 # NO_BENCH=1: the files and their evaluations only (the bench wants the cores to itself; run again
 # without it when they are free).
+# FROM=SIZE: at a size the run did not make (no run.json for MIX), the run at SIZE's chosen
+# variant (its scores, transform, layer scale and head) is solved at MIX's size: the method's
+# reuse of one Stage I for every budget. The mix is then built as the run builds one (the
+# vendored llama-quantize from the run's teacher with its imatrix) and evaluated on both texts.
 set -euo pipefail
 G=${GAMMA:-/work/runs/speed-q3k/b/cli/gamma}
 W=${W:-/work/runs/speed-q3k}; R=run
@@ -17,7 +21,8 @@ MIX=$1; shift
 cd "$W"
 mkdir -p front
 # One size: run.json; several: run-SIZE.json each.
-j=$(for f in $R/run.json $R/run-*.json; do [ -f "$f" ] || continue; python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1]) if j['target']['size']==sys.argv[2] else None" "$f" "$MIX"; done | grep -v None | tail -1)
+j=$(for f in $R/run.json $R/run-*.json; do [ -f "$f" ] || continue; python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1]) if j['target']['size']==sys.argv[2] else None" "$f" "$MIX"; done | { grep -v None || true; } | tail -1)
+[ -n "$j" ] || j=$(for f in $R/run.json $R/run-*.json; do [ -f "$f" ] || continue; python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1]) if j['target']['size']==sys.argv[2] else None" "$f" "${FROM:?no run at the size of $MIX: name one with FROM=SIZE}"; done | { grep -v None || true; } | tail -1)
 plan=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['chosen']['plan'])" "$j")
 read -r -a how < <(python3 - "$plan" <<'PY'
 import json, sys
@@ -32,6 +37,13 @@ print(" ".join(a))
 PY
 )
 M=$R/llama-$MIX.gguf
+[ -f "$M" ] || { "$(dirname "$G")/../bin/llama-quantize" --imatrix $R/imatrix.gguf teacher-dither1.gguf $R/llama-$MIX.partial.gguf $MIX 2 \
+    > $R/llama-$MIX.log 2>&1 && mv $R/llama-$MIX.partial.gguf "$M"; }
+for t in wiki.test python-eval; do
+  text=$([ $t = wiki.test ] && echo wiki.test.raw || echo python-eval.txt)
+  [ -f $R/llama-$MIX.report-$t-c512-n16.json ] || $G eval "$M" --teacher teacher-dither1.gguf --kld-base $R/teacher-report-$t-c512-n16.kld \
+      --text $txt/$text --ctx 512 --chunks 16 -t 2 -q -o $R/llama-$MIX.report-$t-c512-n16.json > /dev/null
+done
 size=$(stat -c %s "$M")
 echo "[$(date -u +%H:%M:%S)] $MIX: $size bytes, the run's choice $plan: ${how[*]}"
 # The mix's speed by the table: the budget "as fast as the mix" resolves to it.
