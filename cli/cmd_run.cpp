@@ -35,8 +35,10 @@ void add_run(CLI::App& app) {
   c->add_option("--calib", o->calib, "calibration text of llama-imatrix, hawq and learn (default: WORK/calib.txt, the first 40,000 bytes of war-and-peace.txt and 36,000 of python-calib.txt)");
   c->add_option("--imatrix", o->imatrix, "auto (llama-imatrix on the calibration text), none, or an imatrix file")->capture_default_str();
   c->add_option("--imatrix-chunks", o->imatrix_chunks, "llama-imatrix chunks for --imatrix auto")->capture_default_str();
-  c->add_option("--teacher-type", o->teacher_type, "the teacher: the source dequantized to f32, or to f16 (half the disk)")
-      ->check(CLI::IsMember({"f32", "f16"}))
+  c->add_option("--teacher-type", o->teacher_type,
+                 "the teacher: the source dequantized to f16 (half the disk) or f32; auto: f16, or f32 where the "
+                 "work directory already holds an F32 teacher")
+      ->check(CLI::IsMember({"auto", "f32", "f16"}))
       ->capture_default_str();
   c->add_option("--scores", o->scores, "gamma scorer: reuse SCORES.json (learned at any budget) instead of learning");
   c->add_option("--steps", o->steps, "gamma learn steps (0: every layer visited once)")->capture_default_str();
@@ -53,9 +55,11 @@ void add_run(CLI::App& app) {
                 "quantize, per module, only the candidates within this many steps of HAWQ-V2's plans on an estimate "
                 "of the pool at every size the run makes (results/prune_qwen/); -1: every candidate")
       ->capture_default_str()->check(CLI::Range(-1, 100));
-  c->add_flag("--stream-pool", o->stream_pool,
-              "no candidate files: Stage I, gamma layers and each emit quantize the candidates they read from the "
-              "source (the same bytes); the pool's errors are the estimate's");
+  c->add_flag("--stream-pool,!--stored-pool", o->stream_pool,
+              "--stream-pool (the default): no candidate files; Stage I, gamma layers and each emit quantize the "
+              "candidates they read from the source (the same bytes); the pool's errors are the estimate's. "
+              "--stored-pool: every candidate quantized into the pool's files first (a work directory's existing "
+              "pool is kept as it was made)");
   c->add_option("--estimate-rows", o->estimate_rows, "rows per module the estimate samples")
       ->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--text", o->eval_texts, "report texts, never used for choosing: wiki (wiki.test.raw, the default), python (python-eval.txt) or paths (comma list; the first draws the table and the picture, the others add gamma's and each mix's KLD on them)")

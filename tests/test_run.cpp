@@ -307,12 +307,22 @@ TEST(RunPipeline, F16TeacherIsHalfTheDiskAndTheSameReference) {
   TempDir d;
   const std::string q8 = d / "q8.gguf", f32 = d / "teacher-f32.gguf";
   ASSERT_EQ(run_llama_tool(llama_tool("llama-quantize") + " " + stories260k() + " " + q8 + " Q8_0 1", "").exit_code, 0);
-  const std::string args = q8 + " --teacher-type f16 --bpw 8 -w " + d / "w" +
-                           " --imatrix-chunks 2 -c 128 --chunks 4 --calib-tokens 512 -t 2 --hawq-samples 1"
+  // F16 is the default teacher type (--teacher-type auto) ...
+  const std::string opts = " --bpw 8 --imatrix-chunks 2 -c 128 --chunks 4 --calib-tokens 512 -t 2 --hawq-samples 1"
                            " --scorers static,hawq --max-mixes 1";
+  const std::string args = q8 + opts + " -w " + d / "w";
   auto dry = gamma("run " + args + " --dry-run");
   ASSERT_EQ(dry.exit_code, 0) << dry.output;
   EXPECT_NE(dry.output.find("dequantize -> teacher (F16)"), std::string::npos) << dry.output;
+  // ... except in a work directory an earlier run gave an F32 teacher: it resumes on that one,
+  // and --teacher-type f32 asks for one.
+  fs::create_directories(d / "old");
+  ASSERT_EQ(gamma("dequantize " + q8 + " --type f32 -o " + d / "old/teacher-f32.gguf").exit_code, 0);
+  for (const std::string& run : {q8 + opts + " -w " + d / "old", q8 + opts + " --teacher-type f32 -w " + d / "new"}) {
+    auto r32 = gamma("run " + run + " --dry-run");
+    ASSERT_EQ(r32.exit_code, 0) << r32.output;
+    EXPECT_NE(r32.output.find("dequantize -> teacher (F32)"), std::string::npos) << r32.output;
+  }
   auto r = gamma("run " + args);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string teacher = d / "w/teacher-f16.gguf";
@@ -419,7 +429,8 @@ TEST(RunPipeline, BadInputFailsWithOneLine) {
 // --dry-run: the plan of work with its time and disk, nothing written.
 TEST(RunPipeline, DryRunPrintsThePlanOfWorkAndWritesNothing) {
   TempDir d;
-  auto r = gamma("run " + stories260k() + " --dry-run --size 1MB -w " + d / "w");
+  // The stored pool: a line per type it quantizes.
+  auto r = gamma("run " + stories260k() + " --dry-run --size 1MB --stored-pool -w " + d / "w");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* s : {"gamma run --dry-run: ", "files gamma can make from the pool (auto types)", "target: --size 1MB", "teacher: the model itself",
                         "pool Q8_0", "hawq", "layers (6 files", "total (estimate"})
@@ -432,8 +443,9 @@ TEST(RunPipeline, DryRunPrintsThePlanOfWorkAndWritesNothing) {
                         "files gamma can make from the pool (auto-speed types)"})
     EXPECT_NE(r.output.find(s), std::string::npos) << s << "\n" << r.output;
   EXPECT_FALSE(fs::exists(d / "w"));
-  // A streamed pool: one line for its manifest, none per type (no candidate file is written).
-  r = gamma("run " + stories260k() + " --dry-run --size 1MB --stream-pool -w " + d / "w");
+  // A streamed pool (the default): one line for its manifest, none per type (no candidate file
+  // is written).
+  r = gamma("run " + stories260k() + " --dry-run --size 1MB -w " + d / "w");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("pool (streamed: the estimate's manifest, no files)"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("pool Q8_0"), std::string::npos) << r.output;
@@ -508,16 +520,17 @@ TEST(RunPipeline, DryRunPricesThisMachineOnceAndScalesByIt) {
   EXPECT_FALSE(fs::exists(d / "w"));
 }
 
-// --stream-pool: the pool is the estimate's manifest and nothing else; Stage I makes the
+// The streamed pool (the default; --stored-pool the other way): the pool is the estimate's manifest and nothing else; Stage I makes the
 // candidates it reads, so its plan is the stored pool's run's, and the run's peak disk is lower;
 // what it made is cut back to what the variants' plans take before they are emitted.
 TEST(RunPipeline, StreamedPoolRunStoresNoCandidateAndLearnsTheSamePlan) {
   TempDir d;
   const std::string common = stories260k() + " --size 330000 --types Q4_0,Q5_0,Q8_0 --scorers gamma --imatrix none "
                              "--compare none --no-front -c 128 --chunks 2 -t 2 --steps 6";
-  auto r = gamma("run " + common + " -w " + d / "stored");
+  auto r = gamma("run " + common + " --stored-pool -w " + d / "stored");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = gamma("run " + common + " --stream-pool -w " + d / "streamed");
+  EXPECT_EQ(r.output.find("pool (streamed) "), std::string::npos) << r.output;
+  r = gamma("run " + common + " -w " + d / "streamed");  // streamed: the default
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("pool (streamed) "), std::string::npos) << r.output;
   for (const auto& f : fs::directory_iterator(d / "streamed/pool"))

@@ -277,8 +277,20 @@ Result<json> at_target_measured(Env& e, const Manifest& man, const std::vector<S
 }  // namespace
 }  // namespace run
 
-Status run_pipeline(const RunOptions& o) {
+// The defaults that depend on the work directory: a run resumes on what an earlier run made
+// there (its F32 teacher, its pool as stored or streamed), so a new default never mixes two
+// teachers or two pools in one directory.
+static RunOptions resolve_work_defaults(const RunOptions& given) {
+  RunOptions o = given;
+  if (o.teacher_type == "auto") o.teacher_type = file_exists(o.work + "/teacher-f32.gguf") ? "f32" : "f16";
+  if (file_exists(o.work + "/pool/manifest.json"))
+    if (auto m = Manifest::load(o.work + "/pool"); m.is_ok()) o.stream_pool = m->streamed;
+  return o;
+}
+
+Status run_pipeline(const RunOptions& given) {
   using namespace run;
+  const RunOptions o = resolve_work_defaults(given);
   GAMMA_RETURN_IF_ERROR(check_options(o));
   // Each --size parsed once; a malformed one is reported once the feasible range is known
   // (below), so the one line says what would have worked.

@@ -44,9 +44,11 @@ struct RunOptions {
   std::string imatrix = "auto";        // auto (llama-imatrix on the calibration text), none, or a file
   int imatrix_chunks = 32;
   // The teacher's type: f32 (the source's dequantization exactly) or f16 (half the disk; on
-  // SmolLM2 its KLD against the F32 teacher is 4e-6, wiki.test 8 x 512). A model already of this
-  // type or wider is its own teacher.
-  std::string teacher_type = "f32";
+  // SmolLM2 its KLD against the F32 teacher is 4e-6, wiki.test 8 x 512; on Qwen-1.5B at Q2_K's
+  // size the job chose the same tensor bytes as with F32, results/job_cost_qwen_q2k_stream/).
+  // auto: f16, or f32 in a work directory an earlier run gave an F32 teacher (it resumes on
+  // that one). A model already of this type or wider is its own teacher.
+  std::string teacher_type = "auto";
   std::string scores;                  // gamma scorer: reuse a SCORES.json instead of learning
   // gamma learn's recipe (measured on SmolLM2, results/measure_smollm2.json): hard samples,
   // sub-layer forcing, each layer visited for visit_steps steps, every 2nd step measuring each
@@ -70,8 +72,12 @@ struct RunOptions {
   int pool_window = 3;
   // The pool streamed (gamma pool --stream): the estimate's manifest restricted to the window,
   // no candidate files; Stage I, gamma layers and each emit quantize what they read from the
-  // source (the same bytes), so the pool's disk is gone and its quantizing moves into them.
-  bool stream_pool = false;
+  // source (the same bytes), so the pool's disk is gone and its quantizing moves into them. The
+  // default (issue 44): on Qwen-1.5B, with the F16 teacher, 1 h 17 min and 10.6 GB at Q2_K's size
+  // against the stored pool's 1 h 37 min and 16.0 GB, the same file (docs/scale.md). false
+  // (--stored-pool): every candidate quantized once into POOL/*.gguf, the errors the full
+  // tensors'. A work directory whose pool exists keeps it as it was made.
+  bool stream_pool = true;
   int estimate_rows = 128;             // rows per module the estimate samples
   std::string compare = "auto";        // auto (the mixes near the budget), none, or one mix name
   // auto: the mixes of at most this many sizes inside the budget, the largest first (and the
