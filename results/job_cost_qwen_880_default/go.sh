@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Qwen-1.5B default job at 880MiB with this commit's defaults (streamed pool, F16 teacher: no flag),
+# from an empty work directory and an empty gamma cache (only the model and llama.cpp's source linked in).
+cd /root/runs/s880
+ps -o pgid= $$ | tr -d " " > job.pgid
+export GAMMA_CACHE=/root/runs/s880/cache
+( while true; do echo "$(date +%s) $(du -sbL run 2>/dev/null | cut -f1) $(du -sb cache 2>/dev/null | cut -f1)" >> disk.samples; sleep 15; done ) &
+mon=$!
+date +%s > start.epoch
+/usr/bin/time -v -o time.txt ./b/cli/gamma run qwen2.5-coder-1.5b --size 880MiB -w run -t 2 "$@" > run.log 2>&1
+echo "exit $?" >> run.log
+date +%s > end.epoch
+kill $mon
