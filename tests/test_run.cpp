@@ -520,8 +520,8 @@ TEST(RunPipeline, DryRunPricesThisMachineOnceAndScalesByIt) {
   EXPECT_FALSE(fs::exists(d / "w"));
 }
 
-// The streamed pool (the default; --stored-pool the other way): the pool is the estimate's manifest and nothing else; Stage I makes the
-// candidates it reads, so its plan is the stored pool's run's, and the run's peak disk is lower;
+// The streamed pool (the default; --stored-pool the other way): the pool is the estimate's
+// manifest and nothing else; Stage I makes the candidates it reads, so its plan is the stored pool's run's, and the run's peak disk is lower;
 // what it made is cut back to what the variants' plans take before they are emitted.
 TEST(RunPipeline, StreamedPoolRunStoresNoCandidateAndLearnsTheSamePlan) {
   TempDir d;
