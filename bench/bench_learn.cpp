@@ -24,6 +24,7 @@
 
 #include <unistd.h>
 
+#include "decoder/blas.h"
 #include "gguf_model/model.h"
 #include "llama/log.h"
 #include "learn/learn.h"
@@ -65,6 +66,7 @@ std::vector<int> parse_list(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gm::reexec_for_blas_kernel(argv);  // the kernels gamma-learn runs (decoder/blas.h)
   llama::capture_logs();
   std::string teacher = std::string(GAMMA_SHARED_DATA) + "/models/stories260K.gguf", pool;
   int seq_len = 256, batch = 2, steps = 6;

@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "llama/log.h"
+#include "decoder/blas.h"
 #include "hawq/hawq.h"
 #include "learn/learn.h"
 #include "util/main_guard.h"
@@ -180,7 +181,13 @@ int hawq_main(int argc, char** argv) {
 }  // namespace gm
 
 int main(int argc, char** argv) {
+  gm::reexec_for_blas_kernel(argv);  // before any LibTorch work; see decoder/blas.h
   return gm::guarded_main([&] {
+    // The BLAS kernels this process ended up with (tests: the re-exec took effect).
+    if (argc == 2 && std::strcmp(argv[1], "--blas-kernel") == 0) {
+      std::printf("%s\n", gm::blas_kernel().c_str());
+      return 0;
+    }
     // Fault injection for the error-contract test: a LibTorch exception nobody catches.
     if (const char* f = std::getenv("GAMMA_FAULT"); f && std::strcmp(f, "torch") == 0) at::zeros({2}).view({3});
     if (argc > 1 && std::strcmp(argv[1], "hawq") == 0) return gm::hawq_main(argc - 1, argv + 1);

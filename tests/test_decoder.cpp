@@ -15,6 +15,7 @@
 #include "gguf_model/model.h"
 #include "llama/log.h"
 #include "decoder/activations.h"
+#include "decoder/blas.h"
 #include "decoder/hparams.h"
 #include "decoder/llama_runner.h"
 #include "decoder/verify.h"
@@ -404,4 +405,35 @@ TEST(Model, ActivationCacheByRanges) {
     ASSERT_FALSE(bad.is_ok()) << a << ".." << b;
     EXPECT_NE(bad.status().message().find("outside the teacher's 0..5"), std::string::npos) << bad.status().message();
   }
+}
+
+// OpenBLAS's kernel choice (decoder/blas.h): an older set than the CPU runs is replaced, the
+// library's own modern choice stays, and a CPU without AVX2 or a BLAS that is not OpenBLAS is left alone.
+TEST(Blas, BetterKernelOnlyReplacesAnOlderSet) {
+  const gm::CpuVectorUnits avx512{true, true}, avx2{true, false}, old{false, false};
+  EXPECT_EQ(gm::better_blas_kernel("Prescott", avx512), "SkylakeX");
+  EXPECT_EQ(gm::better_blas_kernel("Prescott", avx2), "Haswell");
+  EXPECT_EQ(gm::better_blas_kernel("Nehalem", avx2), "Haswell");
+  EXPECT_EQ(gm::better_blas_kernel("Sandybridge", avx512), "SkylakeX");
+  EXPECT_EQ(gm::better_blas_kernel("Prescott", old), "");
+  for (const char* k : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SAPPHIRERAPIDS"})
+    EXPECT_EQ(gm::better_blas_kernel(k, avx512), "") << k;
+  EXPECT_EQ(gm::better_blas_kernel("", avx512), "");
+}
+
+// gamma-learn runs the kernels this CPU can use, whatever OpenBLAS picked when it loaded (on the
+// project's Xeon it picked Prescott: 5x slower sgemm); a kernel the user sets stays.
+TEST(Blas, GammaLearnRunsTheCpusKernels) {
+  const std::string learn = (fs::path(gm::testing::gamma_cli()).parent_path() / "gamma-learn").string();
+  auto kernel = [&](const std::string& env) {
+    auto r = gm::testing::run(env + " " + learn + " --blas-kernel");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::string k = r.output;
+    while (!k.empty() && (k.back() == '\n' || k.back() == '\r')) k.pop_back();
+    return k;
+  };
+  const std::string chosen = kernel("env -u OPENBLAS_CORETYPE");
+  if (chosen.empty()) GTEST_SKIP() << "LibTorch's BLAS is not OpenBLAS here";
+  EXPECT_EQ(gm::better_blas_kernel(chosen, gm::cpu_vector_units()), "") << chosen;
+  EXPECT_EQ(kernel("OPENBLAS_CORETYPE=Prescott"), "Prescott");
 }
