@@ -167,8 +167,8 @@ Result<double> learn_bpw(const RunOptions& o, const solve::Allocator& stat, uint
 // activations.h) that were there when the job first started.
 std::string activations_before_path(const Env& e);
 // HAWQ-V2 and Stage I read the teacher's activations on the calibration text (1.09 GB of gamma's
-// cache on Qwen-1.5B); nothing after the scorers does. Once they are ready, the entries their
-// scores files name are dropped, unless they were there before the job (another run's); a later
+// cache on Qwen-1.5B); nothing after the scorers does. Once they are ready (Stage I's already when
+// it is done, before `gamma layers`), the entries their scores files name are dropped, unless they were there before the job (another run's); a later
 // job on the same calibration builds them again (a teacher forward pass: minutes on Qwen-1.5B).
 Status drop_activations(Env& e);
 

@@ -160,6 +160,11 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
       out.push_back({s, {"--scores", f, "--transform", "delta"}});
       out.push_back({s + "-fit", {"--scores", f, "--transform", "delta-fit"}});
       gamma_file = f;
+      // Stage I's activations go before `gamma layers` (libllama's passes, which read none) adds
+      // its files: the default job's disk peaked there, Stage I's window beside them (on
+      // Qwen-1.5B at 880MiB, 10.93 GB with 1.85 GB of gamma's cache). Not while HAWQ-V2 is to come.
+      const auto after = std::find(e.scorers.begin(), e.scorers.end(), s);
+      if (std::find(after, e.scorers.end(), "hawq") == e.scorers.end()) GAMMA_RETURN_IF_ERROR(drop_activations(e));
       // And rescaled layer by layer to each layer's measured KLD (gamma layers): on Qwen the
       // layer MSE misjudges the scale between layers, and so rescaled the deltas won every
       // size from IQ2_M to 3.25 bpw on validation and test (results/iq_qwen/goal_table.md).
