@@ -8,6 +8,7 @@
 
 #include "run/pipeline.h"
 #include "run/proc.h"
+#include "util/dir_peak.h"
 #include "util/proc.h"
 
 namespace fs = std::filesystem;
@@ -29,13 +30,19 @@ Status Env::stage(const std::string& name, double eta, const std::function<Statu
   std::fflush(stdout);
   const double s0 = elapsed();
   const CpuTimes c0 = cpu_times();
-  Status st = fn();
+  Status st;
+  uint64_t inside = 0;  // the work directory and the whole cache, at most, while the stage ran
+  {
+    DirPeak sampler({W, cache_dir()}, std::chrono::seconds(5));
+    st = fn();
+    inside = sampler.peak();
+  }
   if (!st.is_ok()) return st;
   const double took = elapsed() - s0;
   const double others = other_cores(c0, cpu_times(), took);
   const uint64_t work = dir_bytes(W), cache = dir_bytes(cache_dir());
   const uint64_t added = cache > cache_start ? cache - cache_start : 0;
-  peak_disk = std::max(peak_disk, work + added);
+  peak_disk = std::max({peak_disk, work + added, inside > cache_start ? inside - cache_start : 0});
   std::printf("   done in %s (disk %.1f MiB: work directory %.1f, cache +%.1f)\n", hms(took).c_str(),
               double(work + added) / (1 << 20), double(work) / (1 << 20), double(added) / (1 << 20));
   std::fflush(stdout);

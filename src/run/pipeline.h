@@ -89,9 +89,8 @@ struct Env {
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   json stages = json::array();
   // The disk the run takes: its work directory plus what it added to gamma's cache (the fetched
-  // model, activation caches, the teacher's logits), after each stage of this invocation, at most
-  // (each stage's files are there when it ends: a mix before it is measured and removed, a pool
-  // once written).
+  // model, activation caches, the teacher's logits), at most: sampled every 5 s while each stage
+  // of this invocation runs (gamma layers' per-layer files are gone by its end) and at its end.
   uint64_t cache_start = 0;
   uint64_t peak_disk = 0;
 
