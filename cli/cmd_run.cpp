@@ -49,7 +49,8 @@ void add_run(CLI::App& app) {
   c->add_option("--hawq-samples", o->hawq_samples, "gamma hawq Hutchinson probes per layer (the most, with --hawq-converge)")->capture_default_str();
   c->add_option("--hawq-converge", o->hawq_converge, "gamma hawq: end a layer's probes once every module's trace is known to this relative standard error (0: all --hawq-samples)")->capture_default_str();
   c->add_option("--compare", o->compare, "auto (llama.cpp's mixes that fit the budget and are near it), none, or one mix such as Q3_K_M")->capture_default_str();
-  c->add_option("--max-mixes", o->max_mixes, "auto: the mixes of at most this many sizes inside the budget (and the nearest above)")->capture_default_str();
+  c->add_option("--max-mixes", o->max_mixes, "auto: the mixes of at most this many sizes inside the budget")->capture_default_str();
+  c->add_flag("--mix-above", o->mix_above, "auto: also the smallest mix above the budget (and gamma's file at its size); it is built anyway when no mix fits");
   c->add_flag("--keep-mixes", o->keep_mixes, "keep each llama.cpp mix's GGUF in the work directory (default: removed once measured)");
   c->add_option("--pool-window", o->pool_window,
                 "quantize, per module, only the candidates within this many steps of HAWQ-V2's plans on an estimate "

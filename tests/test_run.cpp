@@ -60,6 +60,10 @@ TEST(RunMixes, ForBudgetTakesThoseThatFitNearItAndTheNearestAbove) {
   EXPECT_EQ(run::mixes_for_budget(tied, 1000, 0.85, 1), (std::vector<std::string>{"IQ3_S", "IQ3_XS", "Q2_K", "Q3_K_M"}));
   EXPECT_EQ(run::mixes_for_budget(tied, 1000, 0.85, 2),
             (std::vector<std::string>{"IQ2_M", "IQ3_S", "IQ3_XS", "Q2_K", "Q3_K_M"}));
+  // gamma run's default (no --mix-above): only what fits, unless nothing does
+  EXPECT_EQ(run::mixes_for_budget(p, 1000, 0.85, 1, false), (std::vector<std::string>{"IQ4_XS"}));
+  EXPECT_EQ(run::mixes_for_budget(p, 500, 0.85, 1, false), (std::vector<std::string>{"Q2_K"}));
+  EXPECT_EQ(run::mixes_for_budget({{"Q8_0", 10}}, 5, 0.85, 1, false), (std::vector<std::string>{"Q8_0"}));
 }
 
 // llama-quantize's dry run, as gamma run reads it, predicts the file the real run writes.

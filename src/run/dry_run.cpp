@@ -98,7 +98,7 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
          speed_table_eta(e, preview), 0);
   // HAWQ-V2's and Stage I's activation caches, in gamma's cache (the disk column counts them).
   const uint64_t hawq_cache = uint64_t(activation_cache_bytes(e.ms, o.hawq_calib_tokens));
-  const uint64_t learn_cache = uint64_t(activation_cache_bytes(e.ms, o.calib_tokens));
+  const uint64_t learn_cache = learn_shares_hawq_activations(e) ? 0 : uint64_t(activation_cache_bytes(e.ms, o.calib_tokens));
   const bool pool_done = file_exists(e.pool + "/manifest.json");
   const bool pruned = prunes(e) && !pool_done;
   if (pruned) {
@@ -156,7 +156,7 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
   // variants (run.cpp): the first one's evaluations pay the teacher's log-probs on the validation
   // and report texts.
   const int mixes = o.compare == "none" ? 0
-                    : o.compare == "auto" ? std::min<int>((o.max_mixes + 1) * n_targets, int(standard_mixes().size()))
+                    : o.compare == "auto" ? std::min<int>((o.max_mixes + (o.mix_above ? 1 : 0)) * n_targets, int(standard_mixes().size()))
                                           : 1;
   const double teacher_tok = vtok + rtok + also_tok;
   line(fmt::format("up to {} llama.cpp mixes: quantize + {} evals", mixes, 2 + e.also.size()), false,

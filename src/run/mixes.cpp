@@ -52,7 +52,7 @@ Result<MixPrediction> predict_mix(const std::string& llama_quantize, const std::
 }
 
 std::vector<std::string> mixes_for_budget(const std::map<std::string, uint64_t>& predicted, uint64_t budget, double near,
-                                          int max_within) {
+                                          int max_within, bool with_above) {
   std::vector<std::pair<uint64_t, std::string>> within, below, above;
   for (const auto& [name, bytes] : predicted) {
     if (bytes > budget) above.push_back({bytes, name});
@@ -69,7 +69,7 @@ std::vector<std::string> mixes_for_budget(const std::map<std::string, uint64_t>&
   }
   within.resize(keep);
   if (within.empty() && !below.empty()) within.push_back(*std::max_element(below.begin(), below.end()));
-  if (!above.empty()) within.push_back(*std::min_element(above.begin(), above.end()));
+  if (!above.empty() && (with_above || within.empty())) within.push_back(*std::min_element(above.begin(), above.end()));
   std::sort(within.begin(), within.end());
   std::vector<std::string> out;
   for (const auto& w : within) out.push_back(w.second);
@@ -192,7 +192,7 @@ Result<MixRow> make_mix(Env& e, const std::string& mix, uint64_t predicted, cons
 Result<std::vector<std::string>> compared_names(Env& e, const std::map<std::string, uint64_t>& predicted, uint64_t budget) {
   const RunOptions& o = e.o;
   if (o.compare == "none") return std::vector<std::string>{};
-  if (o.compare == "auto") return mixes_for_budget(predicted, budget, 0.85, o.max_mixes);
+  if (o.compare == "auto") return mixes_for_budget(predicted, budget, 0.85, o.max_mixes, o.mix_above);
   if (!predicted.count(o.compare))
     return Status::errorf("--compare {}: llama-quantize makes it only with an imatrix (not with --imatrix none)", o.compare);
   return std::vector<std::string>{o.compare};

@@ -179,6 +179,11 @@ struct Scorer {
 void choose_scorers(Env& e, const std::string& arch);
 int learn_steps(const Env& e);
 double learn_estimate(const Env& e);
+// Stage I reads the activation entry HAWQ-V2 made (HAWQ-V2 among the scorers, as many tokens of
+// the same text in sequences of the same length): its teacher forward is paid once.
+bool learn_shares_hawq_activations(const Env& e);
+// The calibration sequences' length for HAWQ-V2 and Stage I alike (one activation entry).
+constexpr int kCalibSeqLen = 256;
 double layers_estimate(const Env& e);
 // The scores of every scorer asked for, measured once (cached in the work directory); GAMMA
 // learns at `learn_bpw` (its scores are reused at every other budget).

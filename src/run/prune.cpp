@@ -89,7 +89,7 @@ std::string hawq_traces_path(const Env& e) { return e.W + "/scores-hawq-estimate
 std::vector<std::string> hawq_cmd(const Env& e, const std::string& pool, const std::string& out) {
   std::vector<std::string> cmd = {e.G, "hawq", pool, "--teacher", e.teacher, "--calib", e.calib, "--samples",
                                   std::to_string(e.o.hawq_samples), "--seqs", "4", "--calib-tokens",
-                                  std::to_string(e.o.hawq_calib_tokens), "--seq-len", "256", "-t", e.T, "-o", out};
+                                  std::to_string(e.o.hawq_calib_tokens), "--seq-len", std::to_string(kCalibSeqLen), "-t", e.T, "-o", out};
   if (e.o.hawq_converge > 0) cmd.insert(cmd.end(), {"--converge", fmt::format("{}", e.o.hawq_converge)});
   // The real pool's scores from the estimate's traces: the same traces, measured once.
   if (pool != e.W + "/estimate" && file_exists(hawq_traces_path(e)))

@@ -56,7 +56,11 @@ struct RunOptions {
   // (--layer-loss clip: on Qwen one token holds ~98 % of the hidden states' energy, and plain
   // MSE measures mostly that token). steps 0: 1 + n_layer x
   // visit_steps / layers_per_step (every layer visited once).
-  int steps = 0, layers_per_step = 1, visit_steps = 16, calib_tokens = 8192;
+  // calib_tokens = hawq_calib_tokens: Stage I reads the very activation entry HAWQ-V2's traces
+  // made (one teacher forward, not two; ~3 min of LibTorch on Qwen-1.5B, 2 cores). A visit
+  // ended by --converge 0.2 reads about 5 steps x 2 x 256 tokens of them, and the measured
+  // deltas settle on ~1,024 tokens per layer (issue 19); 8,192 until issue 44.
+  int steps = 0, layers_per_step = 1, visit_steps = 16, calib_tokens = 4096;
   // gamma learn --converge: a layer's visit ends once its measured deltas are known to this
   // relative standard error (results/converge_smollm2/: at 0.2, 30 % of the steps and the same
   // plans but 2 modules of 210); 0: every step of the schedule.
@@ -87,6 +91,12 @@ struct RunOptions {
   // a llama-quantize and two evaluations (4.5 min for IQ2_M on Qwen-1.5B, 2 cores) and widens the
   // pool's window by another size.
   int max_mixes = 1;
+  // Also the smallest mix above the budget (--mix-above; it stands in anyway when no mix fits):
+  // what the next mix up costs and gives, and gamma's file at its size. Off by default (issue
+  // 44: build only the mixes that fit): on Qwen-1.5B at 880MiB it was Q3_K_M, a llama-quantize,
+  // three evaluations and another window size, about 160 s of the 65 min job
+  // (results/job_cost_qwen_880_m167/), and the verdict never reads it.
+  bool mix_above = false;
   // Keep each mix's GGUF after its evaluations (by default it is removed then: its figures are
   // what the run needs, the verdict prints the llama-quantize command that makes it, and on
   // Qwen-1.5B three mixes are 3.3 GB of the job's disk). Kept anyway under a speed or memory

@@ -47,12 +47,15 @@ int learn_steps(const Env& e) {
 // --converge: the share of the schedule that runs, measured on SmolLM2's default job at 0.2
 // (145 of 481 steps) and 0.1 (193): results/converge_smollm2/.
 bool converges(const Env& e) { return e.o.converge > 0 && e.o.visit_steps > 1; }
+bool learn_shares_hawq_activations(const Env& e) {
+  return e.o.calib_tokens == e.o.hawq_calib_tokens && std::count(e.scorers.begin(), e.scorers.end(), "hawq") > 0;
+}
 double learn_estimate(const Env& e) {
   const double share = !converges(e) ? 1.0 : e.o.converge >= 0.2 ? 0.30 : 0.40;
   // + the teacher's activations on the calibration tokens (the cache Stage I reads; HAWQ-V2's
   // is on fewer tokens): 96 of Gemma-3-270M's 239 s, priced at 0 before.
   return 2.0 * learn_seconds(e.ms, learn_steps(e), e.o.layers_per_step, 1024) * share +
-         teacher_seconds(e.ms, e.o.calib_tokens) + stream_learn_seconds(e);
+         (learn_shares_hawq_activations(e) ? 0 : teacher_seconds(e.ms, e.o.calib_tokens)) + stream_learn_seconds(e);
 }
 // gamma layers: the source's file and one file per layer, each emitted and measured on
 // kLayerChunks chunks of the calibration text (Qwen-1.5B: 443 s on 2 cores).
@@ -147,7 +150,7 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
                                           "--visit-steps", std::to_string(e.o.visit_steps), "--forcing", "sublayer",
                                           "--estimator", "st", "--measure-every", "2", "--lr", "0.05", "--tau-end", "0.05",
                                           "--layer-loss", "clip",
-                                          "--calib-tokens", std::to_string(e.o.calib_tokens), "--calib", e.calib, "-t", e.T, "-o", f};
+                                          "--calib-tokens", std::to_string(e.o.calib_tokens), "--seq-len", std::to_string(kCalibSeqLen), "--calib", e.calib, "-t", e.T, "-o", f};
           if (converges(e)) cmd.insert(cmd.end(), {"--converge", fmt::format("{}", e.o.converge)});
           for (const auto& x : e.q()) cmd.push_back(x);
           GAMMA_RETURN_IF_ERROR(e.stage("learn at " + tag + " bpw -> " + f, learn_estimate(e), [&] { return run_step("learn", cmd); }));
