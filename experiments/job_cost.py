@@ -3,7 +3,11 @@
 sweep.json's runs): each stage's measured seconds and the estimate it printed, grouped as the dry run
 groups them, and the ratio. Optional: a disk samples file (one byte count per line, e.g. `du -sb W`
 every 15 s) and a cache samples file ("EPOCH BYTES" lines of gamma's cache) for the peak disk.
-Usage: job_cost.py RUN.json [RUN.json...] [--disk SAMPLES] [--cache SAMPLES] [-o OUT.md]"""
+--project W,L,N (the run's model: weights, linear weights, layers) adds each group's cost per unit it
+scales with and the projection for Llama-3.1-8B and a 70B model on 2 and 16 cores (docs/scale.md);
+--learn SCORES.json splits Stage I into its candidates' making (linear weights) and its steps (weights).
+Usage: job_cost.py RUN.json [RUN.json...] [--disk SAMPLES] [--cache SAMPLES] [--project W,L,N
+       [--learn SCORES.json]] [-o OUT.md]"""
 import argparse
 import json
 import re
@@ -33,6 +37,51 @@ def group_of(name):
     return "other"
 
 
+# What each group's time scales with ("w": weights, "lin": linear weights, "wf": weights x the
+# files gamma layers evaluates, n_layer + 1) and its 16-core / 2-core factor, measured on a 16-core
+# Xeon with llama.cpp's tools (results/scale_16_cores/: imatrix 5.47, quantize 5.11 Q4_K to 6.40
+# IQ2_XS, perplexity 5.29); LibTorch's passes (HAWQ-V2, Stage I's steps) were not measured there
+# and take ggml's 5.5.
+UNITS = {
+    "fetch + dequantize -> teacher": ("w", 5.5), "llama-imatrix": ("w", 5.47), "estimate": ("lin", 6.2),
+    "hawq traces (on the estimate)": ("w", 5.5), "pool": ("lin", 6.2), "hawq (rescore)": ("w", 5.5),
+    "learn (Stage I): making the window": ("lin", 6.2), "learn (Stage I): steps": ("w", 5.5),
+    "learn (Stage I)": ("w", 5.5), "layers": ("wf", 5.29), "variants: solve + emit": ("w", 5.3),
+    "mixes: llama-quantize": ("w", 5.8), "front: solve + emit": ("w", 5.3), "evals: mixes": ("w", 5.29),
+    "evals: front": ("w", 5.29), "evals: variants and gamma's file": ("w", 5.29), "other": ("w", 5.3),
+}
+TARGETS = [("Llama-3.1-8B", 8.03e9, 6.98e9, 32), ("70B", 70.6e9, 68.4e9, 80)]
+
+
+def project(tot, model, learn):
+    w, lin, n = model
+    size = lambda u, W, L, N: {"w": W, "lin": L, "wf": W * (N + 1)}[u] / 1e9
+    t = dict((g, v[0]) for g, v in tot.items())
+    if learn and "learn (Stage I)" in t:  # Stage I: its candidates' making and its steps apart
+        split = json.load(open(learn))["stats"]["time_split"]
+        make = split.get("dequantize", 0.0)
+        share = make / max(1e-9, sum(split.values()))
+        t["learn (Stage I): making the window"] = t["learn (Stage I)"] * share
+        t["learn (Stage I): steps"] = t.pop("learn (Stage I)") * (1 - share)
+    rows = ["| stage | measured here | per unit (s) | unit | 16/2 cores | " + " | ".join(
+        f"{name}, 2 cores (h) | {name}, 16 cores (h)" for name, *_ in TARGETS) + " |",
+            "|---|---|---|---|---|" + "---|---|" * len(TARGETS)]
+    total = [0.0] * (2 * len(TARGETS))
+    for g, sec in t.items():
+        u, f = UNITS.get(g, UNITS["other"])
+        per = sec / size(u, w, lin, n)
+        cells = []
+        for i, (_, W, L, N) in enumerate(TARGETS):
+            two = per * size(u, W, L, N) / 3600
+            total[2 * i] += two
+            total[2 * i + 1] += two / f
+            cells += [f"{two:.2f}", f"{two / f:.2f}"]
+        unit = {"w": "10^9 weights", "lin": "10^9 linear weights", "wf": "10^9 weights x layer file"}[u]
+        rows.append(f"| {g} | {sec:.0f} s | {per:.1f} | {unit} | {f} | " + " | ".join(cells) + " |")
+    rows.append("| **total** | | | | | " + " | ".join(f"**{x:.1f}**" for x in total) + " |")
+    return rows
+
+
 def runs_of(path):
     with open(path) as f:
         j = json.load(f)
@@ -44,6 +93,8 @@ def main():
     ap.add_argument("runs", nargs="+")
     ap.add_argument("--disk")
     ap.add_argument("--cache")
+    ap.add_argument("--project")
+    ap.add_argument("--learn")
     ap.add_argument("-o")
     a = ap.parse_args()
     seen, tot = set(), {}
@@ -73,6 +124,9 @@ def main():
     if a.cache:
         c = [int(l.split()[1]) for l in open(a.cache) if l.strip()]
         lines.append(f"gamma's cache grew by {(max(c) - c[0]) / 2**30:.2f} GiB from its first sample")
+    if a.project:
+        w, lin, n = a.project.split(",")
+        lines += ["", "Per unit and projected (hours):", ""] + project(tot, (float(w), float(lin), int(n)), a.learn)
     out = "\n".join(lines) + "\n"
     if a.o:
         with open(a.o, "w") as f:

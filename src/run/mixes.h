@@ -1,6 +1,6 @@
 // llama.cpp's standard mixes as `gamma run`'s baselines: which exist, what llama-quantize
 // predicts their files weigh (--dry-run: instant, no quantizing), and which to build for a
-// budget (every one that fits it and is near it, and the nearest one above). Building and
+// budget (every one that fits it and is near it, the nearest one above on request). Building and
 // measuring them inside a run: run/pipeline.h.
 #pragma once
 #include <cstdint>

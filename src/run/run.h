@@ -85,7 +85,7 @@ struct RunOptions {
   int estimate_rows = 128;             // rows per module the estimate samples
   std::string compare = "auto";        // auto (the mixes near the budget), none, or one mix name
   // auto: the mixes of at most this many sizes inside the budget, the largest first (and the
-  // nearest above). 1: in every run that measured more (Qwen at 880MiB, SmolLM2 at Q3_K_M's size
+  // nearest above with mix_above). 1: in every run that measured more (Qwen at 880MiB, SmolLM2 at Q3_K_M's size
   // on both teachers, Gemma-3-270M at three sizes, docs/design.md) the mix that fits and scores
   // best on validation was the largest one that fits, or one of its size; each further mix costs
   // a llama-quantize and two evaluations (4.5 min for IQ2_M on Qwen-1.5B, 2 cores) and widens the
