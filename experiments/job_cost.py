@@ -5,7 +5,7 @@ groups them, and the ratio. Optional: a disk samples file (one byte count per li
 every 15 s) and a cache samples file ("EPOCH BYTES" lines of gamma's cache) for the peak disk.
 --project W,L,N (the run's model: weights, linear weights, layers) adds each group's cost per unit it
 scales with and the projection for Llama-3.1-8B and a 70B model on 2 and 16 cores (docs/scale.md);
---learn SCORES.json splits Stage I into its candidates' making (linear weights) and its steps (weights).
+--learn SCORES.json splits Stage I into its steps (weights) and the rest, the window made (linear weights).
 Usage: job_cost.py RUN.json [RUN.json...] [--disk SAMPLES] [--cache SAMPLES] [--project W,L,N
        [--learn SCORES.json]] [-o OUT.md]"""
 import argparse
@@ -45,7 +45,7 @@ def group_of(name):
 UNITS = {
     "fetch + dequantize -> teacher": ("w", 5.5), "llama-imatrix": ("w", 5.47), "estimate": ("lin", 6.2),
     "hawq traces (on the estimate)": ("w", 5.5), "pool": ("lin", 6.2), "hawq (rescore)": ("w", 5.5),
-    "learn (Stage I): making the window": ("lin", 6.2), "learn (Stage I): steps": ("w", 5.5),
+    "learn (Stage I): window + MSE passes": ("lin", 6.2), "learn (Stage I): steps": ("w", 5.5),
     "learn (Stage I)": ("w", 5.5), "layers": ("wf", 5.29), "variants: solve + emit": ("w", 5.3),
     "mixes: llama-quantize": ("w", 5.8), "front: solve + emit": ("w", 5.3), "evals: mixes": ("w", 5.29),
     "evals: front": ("w", 5.29), "evals: variants and gamma's file": ("w", 5.29), "other": ("w", 5.3),
@@ -57,12 +57,14 @@ def project(tot, model, learn):
     w, lin, n = model
     size = lambda u, W, L, N: {"w": W, "lin": L, "wf": W * (N + 1)}[u] / 1e9
     t = dict((g, v[0]) for g, v in tot.items())
-    if learn and "learn (Stage I)" in t:  # Stage I: its candidates' making and its steps apart
-        split = json.load(open(learn))["stats"]["time_split"]
-        make = split.get("dequantize", 0.0)
-        share = make / max(1e-9, sum(split.values()))
-        t["learn (Stage I): making the window"] = t["learn (Stage I)"] * share
-        t["learn (Stage I): steps"] = t.pop("learn (Stage I)") * (1 - share)
+    if learn and "learn (Stage I)" in t:
+        # Stage I apart: its optimisation (the scores' stats.seconds, the steps) and the rest of the
+        # stage: the window's candidates made from the source at first use, and the layer MSE
+        # passes before and after the steps (priced here per linear weight, as the window).
+        steps = json.load(open(learn))["stats"]["seconds"]
+        t["learn (Stage I): window + MSE passes"] = t["learn (Stage I)"] - steps
+        t["learn (Stage I): steps"] = steps
+        del t["learn (Stage I)"]
     rows = ["| stage | measured here | per unit (s) | unit | 16/2 cores | " + " | ".join(
         f"{name}, 2 cores (h) | {name}, 16 cores (h)" for name, *_ in TARGETS) + " |",
             "|---|---|---|---|---|" + "---|---|" * len(TARGETS)]
