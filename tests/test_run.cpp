@@ -1108,8 +1108,8 @@ TEST(RunPipeline, DropsTheActivationsItMadeOnceTheScorersAreReady) {
   ASSERT_EQ(::setenv("GAMMA_CACHE", (d / "cache").c_str(), 1), 0);
   const std::string common = stories260k() + " --bpw 8 --types Q4_0,Q8_0 --scorers hawq --hawq-samples 1 --imatrix none "
                              "--compare none --no-front -c 128 --chunks 2 -t 2";
-  auto key_of = [&](const std::string& w) {
-    auto j = read_json(w + "/scores-hawq.json", "gamma.scores", 1);
+  auto key_of = [&](const std::string& w, const std::string& scores = "scores-hawq.json") {
+    auto j = read_json(w + "/" + scores, "gamma.scores", 1);
     return j.is_ok() ? (*j)["hyperparameters"]["activations"]["key"].get<std::string>() : std::string();
   };
   auto r = gamma("run " + common + " -w " + d / "made");
@@ -1128,18 +1128,26 @@ TEST(RunPipeline, DropsTheActivationsItMadeOnceTheScorersAreReady) {
   EXPECT_EQ(key_of(d / "kept"), key);
   EXPECT_EQ(r.output.find("activations dropped"), std::string::npos) << r.output;
   EXPECT_TRUE(fs::exists(d / ("cache/activations/" + key + "/meta.json")));
-  // With Stage I after it, HAWQ-V2's own entry goes before Stage I starts, and Stage I's as soon
-  // as Stage I is done, before `gamma layers` adds its files: nothing of either is left.
-  fs::remove_all(d / "cache/activations");
-  r = gamma("run " + common + " --scorers hawq,gamma --steps 2 -w " + d / "both");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const size_t dropped = r.output.find("activations dropped"), learn = r.output.find("== learn at");
-  ASSERT_NE(dropped, std::string::npos) << r.output;
-  ASSERT_NE(learn, std::string::npos) << r.output;
-  EXPECT_LT(dropped, learn) << r.output;
-  const size_t dropped_after = r.output.find("activations dropped", learn), layers = r.output.find("== layers");
-  ASSERT_NE(dropped_after, std::string::npos) << r.output;
-  EXPECT_LT(dropped_after, layers) << r.output;
-  for (const auto& f : fs::directory_iterator(d / "cache/activations")) EXPECT_NE(f.path().extension(), "") << f.path();
+  // With Stage I after it on as many tokens (the default), Stage I reads the very entry HAWQ-V2
+  // made (one teacher forward), which goes as soon as Stage I is done, before `gamma layers` adds
+  // its files. On other token counts HAWQ-V2's own entry goes before Stage I starts, and Stage
+  // I's after it. Either way nothing is left.
+  for (const char* tokens : {"", " --calib-tokens 2048"}) {
+    const bool shared = *tokens == '\0';
+    const std::string w = d / (shared ? "shared" : "apart");
+    fs::remove_all(d / "cache/activations");
+    r = gamma("run " + common + " --scorers hawq,gamma --steps 2" + tokens + " -w " + w);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(key_of(w, "scores-gamma-8-c0.2.json") == key_of(w), shared) << tokens;
+    const size_t dropped = r.output.find("activations dropped"), learn = r.output.find("== learn at");
+    ASSERT_NE(dropped, std::string::npos) << r.output;
+    ASSERT_NE(learn, std::string::npos) << r.output;
+    if (shared) EXPECT_GT(dropped, learn) << r.output;
+    else EXPECT_LT(dropped, learn) << r.output;
+    const size_t dropped_after = r.output.find("activations dropped", learn), layers = r.output.find("== layers");
+    ASSERT_NE(dropped_after, std::string::npos) << r.output;
+    EXPECT_LT(dropped_after, layers) << r.output;
+    for (const auto& f : fs::directory_iterator(d / "cache/activations")) EXPECT_NE(f.path().extension(), "") << f.path();
+  }
   ::unsetenv("GAMMA_CACHE");
 }
