@@ -37,8 +37,8 @@ Result<uint64_t> gguf_header_bytes(const std::string& path);
 // those predicted within [near * budget, budget] (the largest max_within sizes of them; mixes
 // of one size count once),
 // the largest below that range when none lies in it, and the smallest predicted above the
-// budget when `above` is set or when no mix fits at all. Returned in increasing size.
+// budget when `with_above` is set or when no mix fits at all. Returned in increasing size.
 std::vector<std::string> mixes_for_budget(const std::map<std::string, uint64_t>& predicted, uint64_t budget,
-                                          double near = 0.85, int max_within = 6, bool above = true);
+                                          double near = 0.85, int max_within = 6, bool with_above = true);
 
 }  // namespace gm::run

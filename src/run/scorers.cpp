@@ -138,7 +138,7 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
       // HAWQ-V2's own calibration activations are read by nothing after it: dropped before Stage I
       // makes its window (the job's disk peaks there, in POOL/stream/ beside Stage I's activations:
       // on Qwen-1.5B 0.35 GB less). Not when Stage I reads as many tokens (the default: the same entry).
-      if (e.o.hawq_calib_tokens != e.o.calib_tokens) GAMMA_RETURN_IF_ERROR(drop_activations(e));
+      if (!learn_shares_hawq_activations(e)) GAMMA_RETURN_IF_ERROR(drop_activations(e));
     } else if (s == "gamma") {
       std::string f = e.o.scores;
       if (f.empty()) {
