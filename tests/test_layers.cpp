@@ -1,6 +1,8 @@
 // gamma layers on stories260K, in seconds: each layer's recorded KLD is what gamma eval measures
-// for the file with that layer at the low type and everything else at the source's, a stopped
-// measurement resumes from its partial file, and bad input is one line that leaves nothing.
+// for the file with that layer at the low type and everything else at the source's (one chunk per
+// decode, as gamma layers evaluates; its files start at their layer, run from the base file's
+// hidden states there), a stopped measurement resumes from its partial file, and bad input is one
+// line that leaves nothing.
 #include <algorithm>
 #include <filesystem>
 
@@ -8,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "emit/emit.h"
+#include "gguf_model/model.h"
 #include "layers/layers.h"
 #include "plan/plan.h"
 #include "pool/manifest.h"
@@ -33,10 +37,10 @@ struct Fixture {
     return fmt::format("layers {} --teacher {} --calib {} -c {} --chunks {} -t 2 -q {} -o {}", pool,
                        gm::testing::stories260k(), text, ctx, chunks, extra, out);
   }
-  // gamma eval's KLD of `plan`'s file on the same chunks.
+  // gamma eval's KLD of `plan`'s whole file on the same chunks, one chunk per decode.
   double kld_of(const gm::Plan& plan, const std::string& stem) {
     EXPECT_TRUE(plan.save(stem + ".json").is_ok());
-    return gm::testing::stories_plan_kld(pool, stem + ".json", text, 128, 2);
+    return gm::testing::stories_plan_kld(pool, stem + ".json", text, 128, 2, "--batch 128");
   }
 };
 
@@ -51,6 +55,7 @@ TEST(Layers, EachLayersKldIsWhatEvalMeasuresForThatFile) {
   auto m = gm::Manifest::load(f.pool);
   ASSERT_TRUE(ls.is_ok() && m.is_ok()) << ls.status().message();
   EXPECT_EQ(ls->kld.size(), size_t(m->n_layer));
+  EXPECT_EQ(ls->info["config"]["from_layer"], true);  // llama: the files after layer 0 are cut
   // The stories pool has no Q2_K: auto takes the cheapest type every module with a choice has.
   // A module with one candidate (F16 only) stays at it; the reference is the source's type, or
   // (an F32 source) the closest candidate.
@@ -63,9 +68,15 @@ TEST(Layers, EachLayersKldIsWhatEvalMeasuresForThatFile) {
   p.modules = ls->ref;
   for (const auto& t : m->fixed) p.fixed[t.name] = t.source_type;
   EXPECT_NEAR(ls->base_kld, f.kld_of(p, f.d / "base"), 1e-12);
-  for (const auto& e : m->modules)
-    if (e.layer == 2) p.modules[e.name] = ls->low.at(e.name);
-  EXPECT_NEAR(ls->kld.at(2), f.kld_of(p, f.d / "layer2"), 1e-12);
+  // Layer 0's file is whole; layer 2's and the last's start at their layer, from the base file's
+  // states, and give what their whole files give.
+  const gm::Plan base = p;
+  for (int l : {0, 2, m->n_layer - 1}) {
+    p = base;
+    for (const auto& e : m->modules)
+      if (e.layer == l) p.modules[e.name] = ls->low.at(e.name);
+    EXPECT_NEAR(ls->kld.at(l), f.kld_of(p, f.d / fmt::format("layer{}", l)), 1e-12) << l;
+  }
   for (const auto& [l, k] : ls->kld) EXPECT_GT(k, ls->base_kld) << l;  // Q4_0 costs more than Q8_0 in every layer
   for (const char* left : {".lock", ".partial.json", ".layer.gguf"}) EXPECT_FALSE(fs::exists(out + left)) << left;
 }
@@ -102,6 +113,15 @@ TEST(Layers, AStoppedMeasurementResumesFromItsPartialFile) {
   EXPECT_NE(r.output.find("is from another measurement (chunks differs)"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(c));
 
+  // So is one from before the files started at their layer (no batch in its config).
+  part["config"]["chunks"] = 2;
+  part["config"].erase("batch");
+  ASSERT_TRUE(gm::write_json(c + ".partial.json", part).is_ok());
+  r = gamma(f.layers(c));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("is from another measurement (batch differs)"), std::string::npos) << r.output;
+  part["config"]["batch"] = 128;
+
   // A torn or edited partial file is refused in one line, not read as numbers.
   part["config"]["chunks"] = 2;
   part["kld"]["0"] = "x";
@@ -111,6 +131,51 @@ TEST(Layers, AStoppedMeasurementResumesFromItsPartialFile) {
   EXPECT_NE(r.output.find("kld[0] is not a finite number"), std::string::npos) << r.output;
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
   EXPECT_FALSE(fs::exists(c));
+}
+
+// emit's first_layer: the file of the layers from there on, numbered from 0, every other tensor
+// kept, the block count lowered; a cut at or past the last layer, or a negative one, is refused.
+TEST(Layers, EmitCutBeforeALayerHoldsTheLayersFromThereOn) {
+  Fixture f;
+  auto m = gm::Manifest::load(f.pool);
+  ASSERT_TRUE(m.is_ok());
+  gm::Plan p;
+  p.model_fingerprint = m->model_fingerprint;
+  for (const auto& e : m->modules) p.modules[e.name] = e.candidates.front().id;
+  for (const auto& t : m->fixed) p.fixed[t.name] = t.source_type;
+  const std::string whole = f.d / "whole.gguf", cut = f.d / "cut.gguf";
+  ASSERT_TRUE(gm::emit(f.pool, p, whole, 2).is_ok());
+  auto r = gm::emit(f.pool, p, cut, 2, 2);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_TRUE(r->tensor_types_path.empty());
+  auto a = gm::Model::open(whole), b = gm::Model::open(cut);
+  ASSERT_TRUE(a.is_ok() && b.is_ok()) << b.status().message();
+  EXPECT_EQ((*b)->n_layer(), (*a)->n_layer() - 2);
+  size_t kept = 0;
+  for (const auto& t : (*a)->tensors()) {
+    std::string name = t.name;
+    if (name.rfind("blk.", 0) == 0) {
+      const int l = std::stoi(name.substr(4));
+      if (l < 2) continue;
+      name = fmt::format("blk.{}{}", l - 2, name.substr(name.find('.', 4)));
+    }
+    ++kept;
+    const int64_t i = (*b)->find(name);
+    ASSERT_GE(i, 0) << name;
+    const auto& u = (*b)->tensors()[size_t(i)];
+    EXPECT_EQ(u.type, t.type) << name;
+    std::vector<uint8_t> x(t.nbytes), y(u.nbytes);
+    ASSERT_TRUE((*a)->read_raw(t, x.data()).is_ok() && (*b)->read_raw(u, y.data()).is_ok());
+    EXPECT_EQ(x, y) << name;
+  }
+  EXPECT_EQ((*b)->tensors().size(), kept);
+  for (int bad : {-1, m->n_layer, m->n_layer + 3}) {
+    auto e = gm::emit(f.pool, p, f.d / "bad.gguf", 2, bad);
+    EXPECT_FALSE(e.is_ok()) << bad;
+    EXPECT_FALSE(fs::exists(f.d / "bad.gguf")) << bad;
+  }
+  EXPECT_TRUE(gm::starts_at_any_layer("qwen2") && gm::starts_at_any_layer("llama"));
+  EXPECT_FALSE(gm::starts_at_any_layer("gemma3"));  // its sliding-window layers go by number
 }
 
 TEST(Layers, BadInputFailsWithOneLineAndWritesNothing) {
@@ -195,7 +260,12 @@ TEST(Layers, HeadTypesAreMeasuredAloneAndSolveChoosesTheLeastPredictedKld) {
   p.modules = ls->ref;
   for (const auto& t : m->fixed) p.fixed[t.name] = t.source_type;
   p.fixed["output.weight"] = "Q4_0";
-  EXPECT_NEAR(ls->head_kld.at("output.weight").at("Q4_0"), f.kld_of(p, f.d / "out-q4"), 1e-12);
+  EXPECT_NEAR(ls->head_kld.at("output.weight").at("Q4_0"), f.kld_of(p, f.d / "out-q4"), 1e-12);  // a cut file
+  p.fixed["output.weight"] = "F32";
+  p.fixed["token_embd.weight"] = "Q4_0";
+  EXPECT_NEAR(ls->head_kld.at("token_embd.weight").at("Q4_0"), f.kld_of(p, f.d / "embd-q4"), 1e-12);  // whole
+  p.fixed["token_embd.weight"] = "F32";
+  p.fixed["output.weight"] = "Q4_0";
   EXPECT_GT(ls->head_kld.at("output.weight").at("Q4_0"), ls->head_kld.at("output.weight").at("Q8_0"));
 
   // A budget where every combination fits (the all-F32 one's smallest file is ~486 KB).

@@ -80,12 +80,12 @@ inline double number_after(const std::string& text, const std::string& pattern) 
 // gamma eval's KLD against stories260K of the file `plan` (a plan JSON) makes from `pool`, on the
 // first `chunks` chunks of `ctx` tokens of `text`; the GGUF and the result lie beside the plan.
 inline double stories_plan_kld(const std::string& pool, const std::string& plan, const std::string& text, int ctx,
-                               int chunks) {
+                               int chunks, const std::string& extra = "") {
   const std::string gguf = plan + ".gguf", ev = plan + ".eval.json";
   auto r = gamma("emit " + pool + " " + plan + " -o " + gguf);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   r = gamma("eval " + gguf + " --teacher " + stories260k() + " --text " + text + " -c " + std::to_string(ctx) +
-            " --chunks " + std::to_string(chunks) + " -t 2 -q -o " + ev);
+            " --chunks " + std::to_string(chunks) + " -t 2 -q " + extra + " -o " + ev);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   auto j = gm::read_json(ev, "gamma.eval", 1);
   return j.is_ok() ? (*j)["kld"]["mean"].get<double>() : -1;

@@ -1,9 +1,12 @@
 #include "emit/emit.h"
 
+#include <cctype>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
+
+#include <fmt/format.h>
 
 #include "gguf.h"
 #include "gguf_model/model.h"
@@ -53,7 +56,39 @@ static uint32_t ftype_of(ggml_type t) {
   }
 }
 
-Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std::string& out_path, int n_threads) {
+bool starts_at_any_layer(const std::string& arch) { return arch == "llama" || arch == "qwen2" || arch == "qwen3"; }
+
+// blk.N.rest -> N, or -1 for a tensor outside the layers.
+static int layer_of(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  size_t i = 4;
+  int n = 0;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) n = n * 10 + (name[i++] - '0');
+  return i > 4 && i < name.size() && name[i] == '.' ? n : -1;
+}
+
+// The metadata of a file cut before `first_layer`: its block count, after checking that no key
+// of the architecture holds one value per layer (which the cut would have to slice).
+static Status cut_metadata(const Model& model, int first_layer, gguf_context* ctx) {
+  const std::string arch = model.arch();
+  if (!starts_at_any_layer(arch))
+    return Status::errorf("{}: a {} model cannot be cut before a layer (its layers are not all alike in llama.cpp)",
+                          model.path(), arch);
+  if (first_layer >= model.n_layer())
+    return Status::errorf("first layer {} is past the model's {} layers", first_layer, model.n_layer());
+  for (int64_t k = 0; k < gguf_get_n_kv(ctx); ++k) {
+    const std::string key = gguf_get_key(ctx, k);
+    if (key.rfind(arch + ".", 0) == 0 && gguf_get_kv_type(ctx, k) == GGUF_TYPE_ARRAY &&
+        gguf_get_arr_n(ctx, k) == size_t(model.n_layer()))
+      return Status::errorf("{}: {} holds a value per layer; a cut file would need it sliced", model.path(), key);
+  }
+  gguf_set_val_u32(ctx, (arch + ".block_count").c_str(), uint32_t(model.n_layer() - first_layer));
+  return Status::ok();
+}
+
+Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std::string& out_path, int n_threads,
+                        int first_layer) {
+  if (first_layer < 0) return Status::errorf("first layer {} is negative", first_layer);
   const int nt = resolve_threads(n_threads);
   GAMMA_ASSIGN_OR_RETURN(Manifest man, Manifest::load(pool_dir));
   GAMMA_RETURN_IF_ERROR(man.needs_candidates());
@@ -90,7 +125,17 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
         return Status::errorf("{}/{} belongs to another model's pool", man.dir, c->file);
     }
 
-  auto writer = model_writer(*model, [&](const TensorInfo& t) { return out_type.at(t.name); });
+  // Source tensor of each written one (all of them, in order, unless the file is cut).
+  std::vector<size_t> src;
+  auto rename = [&](const TensorInfo& t) -> std::string {
+    const int l = layer_of(t.name);
+    if (l >= 0 && l < first_layer) return "";
+    src.push_back(size_t(&t - model->tensors().data()));
+    if (l < 0 || first_layer == 0) return t.name;
+    return fmt::format("blk.{}{}", l - first_layer, t.name.substr(t.name.find('.', 4)));
+  };
+  auto writer = model_writer(*model, [&](const TensorInfo& t) { return out_type.at(t.name); }, rename);
+  if (first_layer > 0) GAMMA_RETURN_IF_ERROR(cut_metadata(*model, first_layer, writer->gguf()));
   ggml_type major = GGML_TYPE_F32;
   uint64_t best = 0;
   for (const auto& [t, b] : bytes_by_type)
@@ -107,12 +152,12 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
   EmitResult res;
   res.file_bytes = writer->predicted_size();
   res.linear_bpw = size.linear_bpw;
-  if (res.file_bytes != size.file_bytes)
+  if (first_layer == 0 && res.file_bytes != size.file_bytes)
     return Status::errorf("internal: emitted size {} differs from the plan's predicted {}", res.file_bytes, size.file_bytes);
 
   const auto& tensors = model->tensors();
   GAMMA_RETURN_IF_ERROR(writer->write(out_path, [&](size_t i, std::vector<uint8_t>& buf) -> Status {
-    const TensorInfo& t = tensors[i];
+    const TensorInfo& t = tensors[src.at(i)];
     const ggml_type want = out_type.at(t.name);
     if (auto it = cand.find(t.name); it != cand.end() && man.streamed && it->second->file.empty()) {
       GAMMA_RETURN_IF_ERROR(model->check_fits_memory(t));
@@ -153,6 +198,7 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
     });
   }));
 
+  if (first_layer > 0) return res;  // a cut file is no recipe's output
   // The llama-quantize recipe: every tensor llama-quantize would quantize (2-D and up).
   std::map<std::string, std::string> recipe;
   for (const auto& t : tensors)

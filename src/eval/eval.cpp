@@ -121,6 +121,9 @@ Status eval_text_part(const EvalRequest& req, const llama::LlamaModel& model_ref
   opt.n_ubatch = req.n_ubatch;
   opt.n_threads = req.n_threads;
   opt.n_ctx = req.n_ctx > 0 ? req.n_ctx : 512;
+  opt.capture = req.capture;
+  opt.input = req.input;
+  opt.input_boundary = req.input_boundary;
   std::vector<llama_token> tokens;
   std::string text_sha;
   size_t text_tokens = 0;

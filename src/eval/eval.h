@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "eval/layer_states.h"
 #include "eval/result.h"
 #include "util/status.h"
 
@@ -31,6 +32,10 @@ struct EvalRequest {
   int limit = -1;
   std::optional<std::string> delimiter;
   bool progress = true;
+  // gamma layers' states between layers (TextEvalOptions; one chunk per decode: n_batch = n_ctx).
+  LayerStates* capture = nullptr;
+  const LayerStates* input = nullptr;
+  int input_boundary = 0;
 };
 
 // Validates every input before any decoding, then evaluates.

@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include <fmt/format.h>
 
+#include "ggml-backend.h"
+#include "ggml.h"
 #include "util/parallel.h"
 #include "util/progress.h"
 
@@ -18,6 +22,19 @@ class ChunkRunner {
  public:
   static Result<std::unique_ptr<ChunkRunner>> create(const llama::LlamaModel& model, const TextEvalOptions& opt) {
     std::unique_ptr<ChunkRunner> r(new ChunkRunner(model, opt));
+    if ((opt.capture || opt.input) && (r->n_seq_ != 1 || opt.n_ubatch < opt.n_ctx))
+      return Status::errorf("layer states need one chunk per decode and ubatch (batch {}, ubatch {}, ctx {})", opt.n_batch,
+                            opt.n_ubatch, opt.n_ctx);
+    if (opt.capture && (opt.capture->n_layer() != model.n_layer() || opt.capture->n_embd() != model.n_embd() ||
+                        opt.capture->n_ctx() != opt.n_ctx))
+      return Status::errorf("{}: its layers or width differ from the layer states it is to fill", model.path());
+    if (opt.input) {
+      const int b = opt.input_boundary;
+      if (b < 1 || b >= opt.input->n_layer() || opt.input->n_layer() - b != model.n_layer() ||
+          opt.input->n_embd() != model.n_embd() || opt.input->n_ctx() != opt.n_ctx)
+        return Status::errorf("{} ({} layers) is not the layers from {} on of the {}-layer states", model.path(),
+                              model.n_layer(), b, opt.input->n_layer());
+    }
     llama::ContextOptions co;
     co.n_ctx = r->n_seq_ * r->n_ctx_;
     co.n_batch = r->n_batch_;
@@ -25,34 +42,48 @@ class ChunkRunner {
     co.n_seq = r->n_seq_;
     co.n_threads = opt.n_threads;
     co.kv_unified = false;  // as llama-perplexity for perplexity/KLD
+    if (opt.capture) {
+      co.eval_cb = &ChunkRunner::capture_cb;
+      co.eval_cb_data = r.get();
+    }
     GAMMA_ASSIGN_OR_RETURN(r->ctx_, llama::LlamaContext::create(model, co));
-    r->batch_ = std::make_unique<llama::Batch>(r->n_batch_, 1);
+    r->batch_ = std::make_unique<llama::Batch>(r->n_batch_, 1, opt.input ? int(model.n_embd()) : 0);
     return r;
   }
 
   int n_seq() const { return n_seq_; }
 
-  Status run(const llama_token* const* chunks, int n) {
+  // Chunks first_chunk .. first_chunk + n - 1 of the text (their indices name their layer states).
+  Status run(const llama_token* const* chunks, int n, int first_chunk) {
     const int first = n_ctx_ / 2;
     const int num_batches = (n_ctx_ + n_batch_ - 1) / n_batch_;
     ctx_->clear_memory();
     multi_.clear();
+    chunk_ = first_chunk;
+    cap_error_.clear();
     for (int j = 0; j < num_batches; ++j) {
       const int batch_start = j * n_batch_;
       const int batch_size = std::min(n_ctx_ - batch_start, n_batch_);
       batch_->clear();
       int n_outputs = 0;
       for (int s = 0; s < n; ++s) {
+        const float* states = input_ ? input_->at(input_boundary_, first_chunk + s) : nullptr;
+        if (input_ && !states) return Status::errorf("no layer state at boundary {} for chunk {}", input_boundary_, first_chunk + s);
         for (int k = 0; k < batch_size; ++k) {
           const int pos = batch_start + k;
-          // BOS replaces the chunk's first token (llama-perplexity's "add BOS for each chunk").
-          const llama_token tok = (pos == 0 && add_bos_) ? bos_ : chunks[s][pos];
           const bool need = pos >= first;
-          batch_->add(tok, pos, s, need);
+          if (states) {
+            batch_->add_embd(states + size_t(pos) * size_t(n_embd_), pos, s, need);
+          } else {
+            // BOS replaces the chunk's first token (llama-perplexity's "add BOS for each chunk").
+            const llama_token tok = (pos == 0 && add_bos_) ? bos_ : chunks[s][pos];
+            batch_->add(tok, pos, s, need);
+          }
           n_outputs += need;
         }
       }
       GAMMA_RETURN_IF_ERROR(ctx_->decode(batch_->get()));
+      if (!cap_error_.empty()) return Status::error(cap_error_);
       if (num_batches > 1 && n_outputs > 0) {
         const float* l = llama_get_logits(ctx_->get());
         multi_.insert(multi_.end(), l, l + size_t(n_outputs) * n_vocab_);
@@ -73,11 +104,41 @@ class ChunkRunner {
         n_seq_(std::max(1, opt.n_batch / opt.n_ctx)),
         n_batch_(std::min(opt.n_batch, n_seq_ * opt.n_ctx)),
         n_vocab_(model.n_vocab()),
+        n_embd_(model.n_embd()),
         add_bos_(model.add_bos()),
-        bos_(model.bos()) {}
+        bos_(model.bos()),
+        capture_(opt.capture),
+        input_(opt.input),
+        input_boundary_(opt.input_boundary) {}
+
+  // The eval callback of a capturing run: l_out-N, the output of layer N, is boundary N + 1 of the
+  // chunk being decoded (one chunk, one ubatch: its n_ctx rows in position order). The last
+  // layer's is not kept (it holds only the scored rows, and no file starts after it).
+  static bool capture_cb(ggml_tensor* t, bool ask, void* user) {
+    auto* self = static_cast<ChunkRunner*>(user);
+    if (std::strncmp(t->name, "l_out-", 6) != 0) return !ask;
+    const int boundary = std::atoi(t->name + 6) + 1;
+    float* dst = self->capture_->at(boundary, self->chunk_);
+    if (ask) return dst != nullptr;
+    if (!dst) return true;
+    if (t->type != GGML_TYPE_F32 || t->ne[0] != self->n_embd_ || t->ne[1] != self->n_ctx_ || !ggml_is_contiguous(t)) {
+      self->cap_error_ = std::string("unexpected shape or type of the captured tensor ") + t->name;
+      return true;
+    }
+    ggml_backend_tensor_get(t, dst, 0, size_t(self->n_ctx_) * size_t(self->n_embd_) * sizeof(float));
+    self->capture_->mark(boundary, self->chunk_);
+    return true;
+  }
+
   int n_ctx_, n_seq_, n_batch_, n_vocab_;
+  int64_t n_embd_;
   bool add_bos_;
   llama_token bos_;
+  LayerStates* capture_;
+  const LayerStates* input_;
+  int input_boundary_;
+  int chunk_ = 0;
+  std::string cap_error_;
   std::unique_ptr<llama::LlamaContext> ctx_;
   std::unique_ptr<llama::Batch> batch_;
   std::vector<float> multi_;  // logits gathered over several decodes when n_batch < n_ctx
@@ -237,7 +298,9 @@ Result<TextEvalResult> eval_text(const llama::LlamaModel& model, const std::vect
   GAMMA_ASSIGN_OR_RETURN(auto student, ChunkRunner::create(model, opt));
   std::unique_ptr<ChunkRunner> teach;
   if (teacher) {
-    GAMMA_ASSIGN_OR_RETURN(teach, ChunkRunner::create(*teacher, opt));
+    TextEvalOptions topt = opt;  // the teacher runs from tokens and keeps no states
+    topt.capture = nullptr, topt.input = nullptr, topt.input_boundary = 0;
+    GAMMA_ASSIGN_OR_RETURN(teach, ChunkRunner::create(*teacher, topt));
   }
 
   const int n_seq = student->n_seq();
@@ -264,7 +327,7 @@ Result<TextEvalResult> eval_text(const llama::LlamaModel& model, const std::vect
       for (int s = 0; s < n; ++s)
         GAMMA_RETURN_IF_ERROR(base->reader->read_chunk(base_rows.data() + size_t(s) * scored * nv));
     } else if (teacher) {
-      GAMMA_RETURN_IF_ERROR(teach->run(ptrs.data(), n));
+      GAMMA_RETURN_IF_ERROR(teach->run(ptrs.data(), n, i));
       parallel_for(n_rows, threads, 4, [&](int64_t r, int) {
         quantize_row(n_vocab, teach->row(int(r / scored), int(r % scored)), base_rows.data() + size_t(r) * nv,
                      tok_at(r));
@@ -274,7 +337,7 @@ Result<TextEvalResult> eval_text(const llama::LlamaModel& model, const std::vect
           GAMMA_RETURN_IF_ERROR(base->writer->write_chunk(base_rows.data() + size_t(s) * scored * nv));
     }
 
-    GAMMA_RETURN_IF_ERROR(student->run(ptrs.data(), n));
+    GAMMA_RETURN_IF_ERROR(student->run(ptrs.data(), n, i));
     const size_t off = size_t(i) * scored;
     if (kl) {
       parallel_for(n_rows, threads, 4, [&](int64_t r, int) {
@@ -304,6 +367,8 @@ Result<TextEvalResult> eval_text(const llama::LlamaModel& model, const std::vect
     }
   }
 
+  if (opt.capture && opt.capture->n_chunks() == n_chunks && !opt.capture->complete())
+    return Status::errorf("{}: libllama's graph named no l_out of some layer; its states were not kept", model.path());
   TextEvalResult res;
   res.n_chunks = n_chunks;
   if (kl) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "eval/layer_states.h"
 #include "eval/logprobs.h"
 #include "llama/context.h"
 #include "util/status.h"
@@ -26,6 +27,13 @@ struct TextEvalOptions {
   // it (a different split of the same batch moves KLD by ~1e-3 relative), so it stays the default
   // for like-for-like numbers. Larger is faster on small models (2048: ~4x on stories260K).
   int n_ubatch = 512;
+  // gamma layers (eval/layer_states.h), both with one chunk per decode (n_batch = n_ctx <=
+  // n_ubatch): `capture` receives every chunk's state after each layer but the last; with
+  // `input` the model is run from `input`'s states at input_boundary instead of from tokens
+  // (a file of the layers from input_boundary on).
+  LayerStates* capture = nullptr;
+  const LayerStates* input = nullptr;
+  int input_boundary = 0;
 };
 
 // Number of chunks to evaluate: all the text holds when `requested` < 0. Errors when the text

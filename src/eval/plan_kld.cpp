@@ -8,7 +8,7 @@
 namespace gm::eval {
 
 Result<double> plan_kld(const PlanKldRequest& r, const Plan& plan) {
-  GAMMA_ASSIGN_OR_RETURN(EmitResult er, emit(r.pool, plan, r.gguf, r.threads));
+  GAMMA_ASSIGN_OR_RETURN(EmitResult er, emit(r.pool, plan, r.gguf, r.threads, r.input ? r.first_layer : 0));
   EvalRequest q;
   q.model = r.gguf;
   q.teacher = r.teacher;
@@ -18,6 +18,10 @@ Result<double> plan_kld(const PlanKldRequest& r, const Plan& plan) {
   q.n_chunks = r.chunks;
   q.n_threads = r.threads;
   q.progress = false;
+  q.n_batch = r.n_batch;
+  q.capture = r.capture;
+  q.input = r.input;
+  q.input_boundary = r.input ? r.first_layer : 0;
   auto res = run_eval(q);
   std::error_code ec;
   std::filesystem::remove(r.gguf, ec);

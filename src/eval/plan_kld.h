@@ -4,6 +4,7 @@
 #pragma once
 #include <string>
 
+#include "eval/layer_states.h"
 #include "plan/plan.h"
 #include "util/status.h"
 
@@ -12,6 +13,12 @@ namespace gm::eval {
 struct PlanKldRequest {
   std::string pool, gguf, teacher, kld_base, text;
   int n_ctx = 512, chunks = 1, threads = 0;
+  int n_batch = 2048;  // EvalRequest's; n_ctx with states
+  // gamma layers (eval/layer_states.h): the evaluation fills `capture`, or with `input` the file
+  // holds the layers from `first_layer` on and runs from input's states there.
+  LayerStates* capture = nullptr;
+  const LayerStates* input = nullptr;
+  int first_layer = 0;
 };
 
 Result<double> plan_kld(const PlanKldRequest& r, const Plan& plan);

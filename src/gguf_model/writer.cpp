@@ -85,8 +85,8 @@ Status GgufWriter::write(const std::string& path, const Produce& produce) const 
 
 namespace gm {
 
-std::unique_ptr<GgufWriter> model_writer(const Model& m,
-                                         const std::function<ggml_type(const TensorInfo&)>& type_of) {
+std::unique_ptr<GgufWriter> model_writer(const Model& m, const std::function<ggml_type(const TensorInfo&)>& type_of,
+                                         const std::function<std::string(const TensorInfo&)>& rename) {
   auto w = std::make_unique<GgufWriter>(m.gguf());
   gguf_context* ctx = w->gguf();
   for (int64_t k = gguf_get_n_kv(ctx) - 1; k >= 0; --k) {
@@ -97,7 +97,10 @@ std::unique_ptr<GgufWriter> model_writer(const Model& m,
   gguf_set_val_u32(ctx, "general.file_type", 0);  // set by emit; fixed size either way
   gguf_set_val_str(ctx, "general.quantized_by", "gamma");
   gguf_set_val_str(ctx, "gamma.plan_sha256", std::string(64, '0').c_str());
-  for (const auto& t : m.tensors()) w->add({t.name, type_of(t), t.shape});
+  for (const auto& t : m.tensors()) {
+    std::string name = rename ? rename(t) : t.name;
+    if (!name.empty()) w->add({std::move(name), type_of(t), t.shape});
+  }
   return w;
 }
 

@@ -60,7 +60,8 @@ struct TensorInfo;
 // The writer for a model gamma emits: the source's key/values (minus its quantize.* keys,
 // which describe the source's own quantization), gamma's keys at fixed sizes, and every
 // source tensor in source order at type_of(tensor). Its meta_bytes() does not depend on the
-// types, which is what lets the pool predict emitted sizes to the byte.
-std::unique_ptr<GgufWriter> model_writer(const Model& m,
-                                         const std::function<ggml_type(const TensorInfo&)>& type_of);
+// types, which is what lets the pool predict emitted sizes to the byte. With `rename`, each
+// tensor under the name it returns, and left out where that is empty (emit's first_layer).
+std::unique_ptr<GgufWriter> model_writer(const Model& m, const std::function<ggml_type(const TensorInfo&)>& type_of,
+                                         const std::function<std::string(const TensorInfo&)>& rename = nullptr);
 }  // namespace gm

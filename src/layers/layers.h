@@ -8,9 +8,12 @@
 // With --head, also one file per listed type of the output head or the embedding (the rest at
 // the source's types): what the head costs, in the layers' units.
 //
-// Cost: n_layer + 1 emits and evaluations (Qwen2.5-Coder-1.5B, 4 x 512 tokens, 2 cores:
-// ~13 min). Resumable: OUT.partial.json holds the layers measured so far, written atomically
-// after each; a rerun with the same inputs continues.
+// Cost: n_layer + 1 emits and evaluations (Qwen2.5-Coder-1.5B, 4 x 512 tokens, 2 cores: 16 min
+// on the Xeon of results/job_cost_qwen_880_calib4k); where llama.cpp runs a model cut before a
+// layer (llama, qwen2, qwen3), layer l's file holds only the layers from l on and runs from the
+// base file's hidden states there (eval/layer_states.h), about half the work. Resumable:
+// OUT.partial.json holds the layers measured so far, written atomically after each; a rerun with
+// the same inputs continues.
 #pragma once
 #include <map>
 #include <string>

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 #include "ggml-cpu.h"
 #include "llama/backend.h"
@@ -75,18 +76,32 @@ Status LlamaContext::decode(const llama_batch& batch) {
   return Status::ok();
 }
 
-Batch::Batch(int capacity, int max_seq_per_token) : capacity_(capacity), max_seq_(max_seq_per_token) {
-  b_ = llama_batch_init(capacity, 0, max_seq_per_token);
+Batch::Batch(int capacity, int max_seq_per_token, int n_embd)
+    : capacity_(capacity), max_seq_(max_seq_per_token), n_embd_(n_embd) {
+  b_ = llama_batch_init(capacity, n_embd, max_seq_per_token);
 }
 Batch::~Batch() { llama_batch_free(b_); }
 
 int Batch::add(llama_token tok, llama_pos pos, const llama_seq_id* seqs, int n_seqs, bool logits) {
   const int i = b_.n_tokens;
   if (i >= capacity_ || n_seqs > max_seq_ || n_seqs < 1) std::abort();  // caller sized the batch
+  if (n_embd_ > 0) std::abort();  // an embedding batch takes rows (add_embd)
   b_.token[i] = tok;
   b_.pos[i] = pos;
   b_.n_seq_id[i] = n_seqs;
   for (int s = 0; s < n_seqs; ++s) b_.seq_id[i][s] = seqs[s];
+  b_.logits[i] = logits ? 1 : 0;
+  b_.n_tokens = i + 1;
+  return i;
+}
+
+int Batch::add_embd(const float* row, llama_pos pos, llama_seq_id seq, bool logits) {
+  const int i = b_.n_tokens;
+  if (i >= capacity_ || n_embd_ <= 0) std::abort();  // caller sized the batch
+  std::memcpy(b_.embd + size_t(i) * size_t(n_embd_), row, size_t(n_embd_) * sizeof(float));
+  b_.pos[i] = pos;
+  b_.n_seq_id[i] = 1;
+  b_.seq_id[i][0] = seq;
   b_.logits[i] = logits ? 1 : 0;
   b_.n_tokens = i + 1;
   return i;

@@ -51,10 +51,12 @@ class LlamaContext {
   ContextOptions opt_;
 };
 
-// Owning llama_batch with an append API (tokens may belong to several sequences).
+// Owning llama_batch with an append API (tokens may belong to several sequences). With n_embd > 0
+// its entries are hidden-state rows (llama_batch::embd) instead of token ids: the model's input is
+// then those rows where the token embeddings would be (add_embd).
 class Batch {
  public:
-  Batch(int capacity, int max_seq_per_token);
+  Batch(int capacity, int max_seq_per_token, int n_embd = 0);
   ~Batch();
   Batch(const Batch&) = delete;
   Batch& operator=(const Batch&) = delete;
@@ -64,11 +66,13 @@ class Batch {
   // Returns the index of the added token.
   int add(llama_token tok, llama_pos pos, const llama_seq_id* seqs, int n_seqs, bool logits);
   int add(llama_token tok, llama_pos pos, llama_seq_id seq, bool logits) { return add(tok, pos, &seq, 1, logits); }
+  // One row of n_embd floats (a batch made with n_embd > 0).
+  int add_embd(const float* row, llama_pos pos, llama_seq_id seq, bool logits);
   const llama_batch& get() const { return b_; }
 
  private:
   llama_batch b_{};
-  int capacity_, max_seq_;
+  int capacity_, max_seq_, n_embd_;
 };
 
 }  // namespace gm::llama

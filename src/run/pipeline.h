@@ -59,6 +59,7 @@ struct Env {
   EvalText report;
   std::vector<EvalText> also;  // the other report texts (--text's others)
   ModelSize ms;
+  std::string arch;  // the source's architecture
   bool quiet = false;  // pass -q to the steps (not a terminal, or --quiet)
   std::optional<FileLock> lock;  // on the work directory, for the whole run
   std::string speed;                       // W/speed.json with a speed budget, else ""

@@ -314,6 +314,7 @@ Status run_pipeline(const RunOptions& given) {
   GAMMA_RETURN_IF_ERROR(set_up(e));
   PoolOptions po;
   GAMMA_ASSIGN_OR_RETURN(Manifest preview, open_model(e, &po));
+  e.arch = preview.arch;
   choose_scorers(e, preview.arch);
   GAMMA_ASSIGN_OR_RETURN(Range range, feasible_range(preview));
   if (!size_error.is_ok())

@@ -9,6 +9,7 @@
 
 #include "decoder/activations.h"
 #include "decoder/hparams.h"
+#include "emit/emit.h"
 #include "run/pipeline.h"
 #include "run/proc.h"
 
@@ -58,12 +59,21 @@ double learn_estimate(const Env& e) {
          (learn_shares_hawq_activations(e) ? 0 : teacher_seconds(e.ms, e.o.calib_tokens)) + stream_learn_seconds(e);
 }
 // gamma layers: the source's file and one file per layer, each emitted and measured on
-// kLayerChunks chunks of the calibration text (Qwen-1.5B: 443 s on 2 cores).
+// kLayerChunks chunks of the calibration text (Qwen-1.5B: 966 s on 2 cores of the Xeon of
+// results/job_cost_qwen_880_calib4k). Where the model can be cut before a layer, layer l's file
+// is its layers from l on (layers/layers.h): priced as a model without the linear weights of
+// layers 0..l-1.
 constexpr int kLayerChunks = 4;
 double layers_estimate(const Env& e) {
   const double tok = double(kLayerChunks) * e.o.eval_ctx;
-  return (e.ms.n_layer + 1) * (emit_seconds(e.ms) + eval_seconds(e.ms, tok, true)) + teacher_seconds(e.ms, tok) +
-         stream_layers_seconds(e);
+  const int n = std::max(1, e.ms.n_layer);
+  double files = emit_seconds(e.ms) + eval_seconds(e.ms, tok, true);  // the base file
+  for (int l = 0; l < n; ++l) {
+    ModelSize cut = e.ms;
+    if (starts_at_any_layer(e.arch)) cut.params -= e.ms.linear_params * l / n;
+    files += emit_seconds(cut) + eval_seconds(cut, tok, true);
+  }
+  return files + teacher_seconds(e.ms, tok) + stream_layers_seconds(e);
 }
 
 namespace {
