@@ -5,9 +5,12 @@ groups them, and the ratio. Optional: a disk samples file (one byte count per li
 every 15 s) and a cache samples file ("EPOCH BYTES" lines of gamma's cache) for the peak disk.
 --project W,L,N (the run's model: weights, linear weights, layers) adds each group's cost per unit it
 scales with and the projection for Llama-3.1-8B and a 70B model on 2 and 16 cores (docs/scale.md);
---learn SCORES.json splits Stage I into its steps (weights) and the rest, the window made (linear weights).
+--learn SCORES.json splits Stage I into its steps (weights) and the rest, the window made (linear weights);
+--layers-cut F prices gamma layers as files cut before their layer (layers/layers.h): the run's
+measured layers time times F (the cut files' time over the whole files', measured on the same
+machine: results/layers_cut_qwen/), per weight x whole-file equivalent, 1 + (n_layer + 1) / 2 of them.
 Usage: job_cost.py RUN.json [RUN.json...] [--disk SAMPLES] [--cache SAMPLES] [--project W,L,N
-       [--learn SCORES.json]] [-o OUT.md]"""
+       [--learn SCORES.json] [--layers-cut F]] [-o OUT.md]"""
 import argparse
 import json
 import re
@@ -53,10 +56,12 @@ UNITS = {
 TARGETS = [("Llama-3.1-8B", 8.03e9, 6.98e9, 32), ("70B", 70.6e9, 68.4e9, 80)]
 
 
-def project(tot, model, learn):
+def project(tot, model, learn, layers_cut=None):
     w, lin, n = model
-    size = lambda u, W, L, N: {"w": W, "lin": L, "wf": W * (N + 1)}[u] / 1e9
+    size = lambda u, W, L, N: {"w": W, "lin": L, "wf": W * (N + 1), "wc": W * (1 + (N + 1) / 2)}[u] / 1e9
     t = dict((g, v[0]) for g, v in tot.items())
+    if layers_cut is not None and "layers" in t:
+        t["layers (cut files)"] = t.pop("layers") * layers_cut
     if learn and "learn (Stage I)" in t:
         # Stage I apart: its optimisation (the scores' stats.seconds, the steps) and the rest of the
         # stage: the window's candidates made from the source at first use, and the layer MSE
@@ -70,7 +75,7 @@ def project(tot, model, learn):
             "|---|---|---|---|---|" + "---|---|" * len(TARGETS)]
     total = [0.0] * (2 * len(TARGETS))
     for g, sec in t.items():
-        u, f = UNITS.get(g, UNITS["other"])
+        u, f = ("wc", UNITS["layers"][1]) if g == "layers (cut files)" else UNITS.get(g, UNITS["other"])
         per = sec / size(u, w, lin, n)
         cells = []
         for i, (_, W, L, N) in enumerate(TARGETS):
@@ -78,7 +83,8 @@ def project(tot, model, learn):
             total[2 * i] += two
             total[2 * i + 1] += two / f
             cells += [f"{two:.2f}", f"{two / f:.2f}"]
-        unit = {"w": "10^9 weights", "lin": "10^9 linear weights", "wf": "10^9 weights x layer file"}[u]
+        unit = {"w": "10^9 weights", "lin": "10^9 linear weights", "wf": "10^9 weights x layer file",
+                "wc": "10^9 weights x whole-file equivalent"}[u]
         rows.append(f"| {g} | {sec:.0f} s | {per:.1f} | {unit} | {f} | " + " | ".join(cells) + " |")
     rows.append("| **total** | | | | | " + " | ".join(f"**{x:.1f}**" for x in total) + " |")
     return rows
@@ -97,6 +103,7 @@ def main():
     ap.add_argument("--cache")
     ap.add_argument("--project")
     ap.add_argument("--learn")
+    ap.add_argument("--layers-cut", type=float)
     ap.add_argument("-o")
     a = ap.parse_args()
     seen, tot = set(), {}
@@ -128,7 +135,7 @@ def main():
         lines.append(f"gamma's cache grew by {(max(c) - c[0]) / 2**30:.2f} GiB from its first sample")
     if a.project:
         w, lin, n = a.project.split(",")
-        lines += ["", "Per unit and projected (hours):", ""] + project(tot, (float(w), float(lin), int(n)), a.learn)
+        lines += ["", "Per unit and projected (hours):", ""] + project(tot, (float(w), float(lin), int(n)), a.learn, a.layers_cut)
     out = "\n".join(lines) + "\n"
     if a.o:
         with open(a.o, "w") as f:

@@ -35,15 +35,17 @@ double pool_window_bytes(const Env& e, const Manifest& preview) {
   return prunes(e) ? bytes * window_share(e.o.pool_window) : bytes;
 }
 // A streamed pool's candidates are made where they are first read and kept in POOL/stream/
-// (pool/candidate.h), so the window is quantized once: inside Stage I when it runs, which reads
-// every candidate of the window, and then gamma layers (its low candidates are the window's)
-// and the emits make none of it.
+// (pool/candidate.h), so the window is quantized once: gamma layers, which runs first, makes its
+// low candidates (Q2_K), Stage I the rest of the window (it reads every candidate of it), and
+// the emits make none of it.
 static bool learn_makes_window(const Env& e) {
   return e.o.stream_pool && e.o.scores.empty() && std::find(e.scorers.begin(), e.scorers.end(), "gamma") != e.scorers.end();
 }
-double stream_learn_seconds(const Env& e) { return e.o.stream_pool ? e.pool_quantize_s : 0; }
 double stream_layers_seconds(const Env& e) {
-  return e.o.stream_pool && !learn_makes_window(e) ? pool_type_seconds(e.ms, "Q2_K", e.ms.linear_params) : 0;
+  return e.o.stream_pool ? pool_type_seconds(e.ms, "Q2_K", e.ms.linear_params) : 0;
+}
+double stream_learn_seconds(const Env& e) {
+  return e.o.stream_pool ? std::max(0.0, e.pool_quantize_s - stream_layers_seconds(e)) : 0;
 }
 double stream_emit_seconds(const Env& e) {
   // Without Stage I: Qwen-1.5B at Q2_K's size (results/job_cost_qwen_q2k_stream/), the 18 raced
@@ -132,11 +134,16 @@ Status dry_run(Env& e, const Manifest& preview, const Range& range, int n_target
       line(prunes(e) ? "hawq (the estimate's traces)" : "hawq (HAWQ-V2 traces)", file_exists(e.W + "/scores-hawq.json"),
            prunes(e) ? hawq_rescore_seconds(e.ms, e.o.stream_pool) : hawq_seconds(e.ms, o.hawq_samples, o.hawq_calib_tokens),
            prunes(e) ? 0 : hawq_cache);
+    // gamma layers before Stage I, as prepare_scorers runs them; once, for gamma and static-cal.
+    const bool first_layers_user = (s == "gamma" || s == "static-cal") &&
+                                   std::find_if(e.scorers.begin(), e.scorers.end(), [](const std::string& x) {
+                                     return x == "gamma" || x == "static-cal";
+                                   }) == std::find(e.scorers.begin(), e.scorers.end(), s);
+    if (first_layers_user)
+      line(fmt::format("layers ({} files, KLD each)", e.ms.n_layer + 1), file_exists(e.W + "/layers.json"), layers_estimate(e), 0);
     if (s == "gamma" && o.scores.empty())
       line(fmt::format("learn ({} steps)", learn_steps(e)), false, learn_estimate(e), learn_cache);
   }
-  if (std::count(e.scorers.begin(), e.scorers.end(), "gamma") + std::count(e.scorers.begin(), e.scorers.end(), "static-cal"))
-    line(fmt::format("layers ({} files, KLD each)", e.ms.n_layer + 1), file_exists(e.W + "/layers.json"), layers_estimate(e), 0);
   // + gamma-fit and gamma-cal, and gamma-blend with hawq
   const bool has_gamma = std::count(e.scorers.begin(), e.scorers.end(), "gamma") > 0;
   const bool has_hawq = std::count(e.scorers.begin(), e.scorers.end(), "hawq") > 0;

@@ -59,20 +59,17 @@ double learn_estimate(const Env& e) {
          (learn_shares_hawq_activations(e) ? 0 : teacher_seconds(e.ms, e.o.calib_tokens)) + stream_learn_seconds(e);
 }
 // gamma layers: the source's file and one file per layer, each emitted and measured on
-// kLayerChunks chunks of the calibration text (Qwen-1.5B: 966 s on 2 cores of the Xeon of
-// results/job_cost_qwen_880_calib4k). Where the model can be cut before a layer, layer l's file
-// is its layers from l on (layers/layers.h): priced as a model without the linear weights of
-// layers 0..l-1.
+// kLayerChunks chunks of the calibration text. Where the model can be cut before a layer, layer
+// l's file is its layers from l on (layers/layers.h), priced as (n_layer - l) / n_layer of a whole
+// file: on Qwen-1.5B the 29 files took 895 s against 1,740 s whole (0.514x; this prices 0.534x),
+// results/layers_cut_qwen/.
 constexpr int kLayerChunks = 4;
 double layers_estimate(const Env& e) {
   const double tok = double(kLayerChunks) * e.o.eval_ctx;
   const int n = std::max(1, e.ms.n_layer);
-  double files = emit_seconds(e.ms) + eval_seconds(e.ms, tok, true);  // the base file
-  for (int l = 0; l < n; ++l) {
-    ModelSize cut = e.ms;
-    if (starts_at_any_layer(e.arch)) cut.params -= e.ms.linear_params * l / n;
-    files += emit_seconds(cut) + eval_seconds(cut, tok, true);
-  }
+  const double whole = emit_seconds(e.ms) + eval_seconds(e.ms, tok, true);
+  double files = whole;  // the base file
+  for (int l = 0; l < n; ++l) files += starts_at_any_layer(e.arch) ? whole * double(n - l) / n : whole;
   return files + teacher_seconds(e.ms, tok) + stream_layers_seconds(e);
 }
 
@@ -150,6 +147,13 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
       // on Qwen-1.5B 0.35 GB less). Not when Stage I reads as many tokens (the default: the same entry).
       if (!learn_shares_hawq_activations(e)) GAMMA_RETURN_IF_ERROR(drop_activations(e));
     } else if (s == "gamma") {
+      // gamma layers first (it reads nothing of Stage I's): run after Stage I it added a layer's
+      // file and its log-probs to the job's disk peak, beside the window Stage I made (Qwen-1.5B
+      // at 880MiB: 9.06 GB there, 8.00 GB at Stage I's end; results/job_cost_qwen_880_calib4k/).
+      // Its layer scale rescales Stage I's deltas layer by layer to each layer's measured KLD: on
+      // Qwen the layer MSE misjudges the scale between layers, and so rescaled the deltas won every
+      // size from IQ2_M to 3.25 bpw on validation and test (results/iq_qwen/goal_table.md).
+      GAMMA_ASSIGN_OR_RETURN(std::string lf, measure_layers(e));
       std::string f = e.o.scores;
       if (f.empty()) {
         const std::string tag = fmt::format("{:.3g}", learn_bpw);
@@ -172,17 +176,12 @@ Result<std::vector<Scorer>> prepare_scorers(Env& e, double learn_bpw) {
       // Q2_K size, the fitted ones at IQ3_M's: results/iq_qwen), so validation picks.
       out.push_back({s, {"--scores", f, "--transform", "delta"}});
       out.push_back({s + "-fit", {"--scores", f, "--transform", "delta-fit"}});
+      out.push_back({s + "-cal", {"--scores", f, "--transform", "delta", "--layer-scale", lf}});
       gamma_file = f;
-      // Stage I's activations go before `gamma layers` (libllama's passes, which read none) adds
-      // its files: the default job's disk peaked there, Stage I's window beside them (on
-      // Qwen-1.5B at 880MiB, 10.93 GB with 1.85 GB of gamma's cache). Not while HAWQ-V2 is to come.
+      // Stage I's activations are read by nothing after it (the emits and evaluations are
+      // libllama's). Not while HAWQ-V2 is to come.
       const auto after = std::find(e.scorers.begin(), e.scorers.end(), s);
       if (std::find(after, e.scorers.end(), "hawq") == e.scorers.end()) GAMMA_RETURN_IF_ERROR(drop_activations(e));
-      // And rescaled layer by layer to each layer's measured KLD (gamma layers): on Qwen the
-      // layer MSE misjudges the scale between layers, and so rescaled the deltas won every
-      // size from IQ2_M to 3.25 bpw on validation and test (results/iq_qwen/goal_table.md).
-      GAMMA_ASSIGN_OR_RETURN(std::string lf, measure_layers(e));
-      out.push_back({s + "-cal", {"--scores", f, "--transform", "delta", "--layer-scale", lf}});
     } else if (s == "static-cal") {
       // The static proxy rescaled layer by layer to the measured KLD: the measuring allocator
       // of the architectures without a LibTorch decoder (gamma layers runs through libllama).
