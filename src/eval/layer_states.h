@@ -6,6 +6,8 @@
 //
 // The evaluation runs one chunk per decode (n_batch = n_ctx) in one ubatch, so a chunk's state is
 // its n_ctx rows in position order, and the layers after L see the very rows the base file's did.
+// Held in memory, F32 (the layers after L must see exactly what the base file's saw): (n_layer - 1)
+// x chunks x n_ctx x n_embd floats, Qwen2.5-1.5B's 4 x 512 tokens 340 MB, a 70B's 5.3 GB.
 #pragma once
 #include <cstdint>
 #include <vector>
