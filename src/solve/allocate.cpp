@@ -162,7 +162,11 @@ Result<Allocation> Allocator::solve(const Budget& b, const SpeedBudget& sp) cons
     GAMMA_ASSIGN_OR_RETURN(speed::KernelTime head_t, t.at(head.name, head.type));
     auto time = [&](double min_tps, double per, double fixed_us, bool decode, const char* what) -> Status {
       if (!(min_tps > 0)) return Status::ok();
-      return add(decode ? "decode" : "prefill", per / min_tps - fixed_us,
+      // A speed this table gives some plan (--min-decode FILE, a run's own file) is that plan's
+      // time summed in another order: a billionth of slack, far below the table's precision, keeps
+      // it reachable whatever the rounding (the sanitizer build, with other floating-point code,
+      // missed its own file's speed by one rounding: "the fastest 4882.09 tok/s" for 4882.09).
+      return add(decode ? "decode" : "prefill", (per / min_tps - fixed_us) * (1 + 1e-9),
                  [&](const ModuleEntry& e, const Candidate& c) -> Result<double> {
                    GAMMA_ASSIGN_OR_RETURN(speed::KernelTime k, t.at(e.name, c.id));
                    return decode ? k.decode_us : k.prefill_us;
