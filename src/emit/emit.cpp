@@ -1,6 +1,5 @@
 #include "emit/emit.h"
 
-#include <cctype>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -57,15 +56,6 @@ static uint32_t ftype_of(ggml_type t) {
 }
 
 bool starts_at_any_layer(const std::string& arch) { return arch == "llama" || arch == "qwen2" || arch == "qwen3"; }
-
-// blk.N.rest -> N, or -1 for a tensor outside the layers.
-static int layer_of(const std::string& name) {
-  if (name.rfind("blk.", 0) != 0) return -1;
-  size_t i = 4;
-  int n = 0;
-  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) n = n * 10 + (name[i++] - '0');
-  return i > 4 && i < name.size() && name[i] == '.' ? n : -1;
-}
 
 // The metadata of a file cut before `first_layer`: its block count, after checking that no key
 // of the architecture holds one value per layer (which the cut would have to slice).
@@ -128,7 +118,7 @@ Result<EmitResult> emit(const std::string& pool_dir, const Plan& plan, const std
   // Source tensor of each written one (all of them, in order, unless the file is cut).
   std::vector<size_t> src;
   auto rename = [&](const TensorInfo& t) -> std::string {
-    const int l = layer_of(t.name);
+    const int l = tensor_layer(t.name);
     if (l >= 0 && l < first_layer) return "";
     src.push_back(size_t(&t - model->tensors().data()));
     if (l < 0 || first_layer == 0) return t.name;

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -326,4 +327,12 @@ std::vector<ggml_type> admissible_types(int64_t row_width, bool have_imatrix) {
     if (type_admits(t, row_width) && (have_imatrix || !type_needs_imatrix(t))) out.push_back(t);
   return out;
 }
+int tensor_layer(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  size_t i = 4;
+  int n = 0;
+  while (i < name.size() && i < 13 && std::isdigit(static_cast<unsigned char>(name[i]))) n = n * 10 + (name[i++] - '0');
+  return i > 4 && i < name.size() && name[i] == '.' ? n : -1;
+}
+
 }  // namespace gm

@@ -41,6 +41,9 @@ struct LinearModule {
   size_t tensor;     // index into Model::tensors
 };
 
+// The layer of a tensor named blk.N.rest, or -1 for a tensor outside the layers.
+int tensor_layer(const std::string& name);
+
 class Model {
  public:
   // Fails (one line) on a missing/short/corrupt file, wrong magic, or an architecture llama.cpp

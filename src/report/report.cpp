@@ -415,15 +415,9 @@ bool module_position(const Manifest* pool, const std::string& name, int* layer, 
       return true;
     }
   }
-  if (name.rfind("blk.", 0) != 0) return false;
-  const size_t dot = name.find('.', 4);
-  if (dot == std::string::npos) return false;
-  try {
-    *layer = std::stoi(name.substr(4, dot - 4));
-  } catch (...) {
-    return false;
-  }
-  std::string rest = name.substr(dot + 1);
+  *layer = tensor_layer(name);
+  if (*layer < 0) return false;
+  std::string rest = name.substr(name.find('.', 4) + 1);
   if (rest.size() > 7 && rest.compare(rest.size() - 7, 7, ".weight") == 0) rest.resize(rest.size() - 7);
   *kind = rest;
   return true;
