@@ -56,6 +56,10 @@ void add_run(CLI::App& app) {
                 "quantize, per module, only the candidates within this many steps of HAWQ-V2's plans on an estimate "
                 "of the pool at every size the run makes (results/prune_qwen/); -1: every candidate")
       ->capture_default_str()->check(CLI::Range(-1, 100));
+  c->add_option("--pool-window-iq2", o->pool_window_iq2,
+                "with --pool-window: the IQ2 types (the slowest to quantize) only within this many steps below those "
+                "plans (results/job_cost_qwen_iq2/); -1: as --pool-window")
+      ->capture_default_str()->check(CLI::Range(-1, 100));
   c->add_flag("--stream-pool,!--stored-pool", o->stream_pool,
               "--stream-pool (the default): no candidate files; Stage I, gamma layers and each emit quantize the "
               "candidates they read from the source (the same bytes); the pool's errors are the estimate's. "
@@ -72,6 +76,9 @@ void add_run(CLI::App& app) {
   c->add_option("--valid-chunks", o->valid_chunks, "validation chunks (default: --chunks)");
   c->add_option("--race", o->race_chunks, "measure every variant on this many validation chunks first, then only the --race-keep best on all of them (0: every variant on all)")->capture_default_str();
   c->add_option("--race-keep", o->race_keep, "with --race: the variants measured on every validation chunk")->capture_default_str();
+  c->add_option("--race-margin", o->race_margin,
+                "with --race: also every variant whose race score is within this fraction of the --race-keep-th best's")
+      ->capture_default_str()->check(CLI::Range(0.0, 10.0));
   c->add_flag("--each-scorer", o->each_scorer, "also report each other scorer's best variant on validation (static, HAWQ-V2, ...) on the report texts, beside gamma's file; the choice is unchanged");
   c->add_option("--min-decode", o->min_decode, "speed budget: the file must decode at least this many tokens/s on this machine (llama-bench tg128, as gamma speed predicts it), or a GGUF of the model: at least as fast as that file (e.g. the llama.cpp mix you run today), or a llama.cpp mix's name (Q4_0: as fast as that mix of this model, built from the teacher), or 'mix': at each --size named by a mix, as fast as that mix; a list (18,21,24) with one --size: a target per speed; needs --size")
       ->delimiter(',');

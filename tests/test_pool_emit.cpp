@@ -188,8 +188,8 @@ TEST(Pool, WindowHoldsThePlansAndOnlyQuantizesItByteForByte) {
   ASSERT_TRUE(alloc.is_ok()) << alloc.status().message();
   auto plan = alloc->solve(solve::Budget::of_bpw(8.0));
   ASSERT_TRUE(plan.is_ok()) << plan.status().message();
-  auto w0 = solve::candidate_window(full, {plan->plan}, 0);
-  auto w1 = solve::candidate_window(full, {plan->plan}, 1);
+  auto w0 = solve::candidate_window(full, {plan->plan}, {0});
+  auto w1 = solve::candidate_window(full, {plan->plan}, {1});
   ASSERT_TRUE(w0.is_ok() && w1.is_ok()) << w0.status().message();
   size_t n0 = 0, n1 = 0;
   for (const auto& e : full.modules) {
@@ -206,7 +206,7 @@ TEST(Pool, WindowHoldsThePlansAndOnlyQuantizesItByteForByte) {
   // Two plans: per module the candidates from the lighter plan's to the heavier's, by bytes.
   auto light = alloc->solve(solve::Budget::of_bpw(alloc->min_bpw()));
   ASSERT_TRUE(light.is_ok()) << light.status().message();
-  auto both = solve::candidate_window(full, {plan->plan, light->plan}, 0);
+  auto both = solve::candidate_window(full, {plan->plan, light->plan}, {0});
   ASSERT_TRUE(both.is_ok()) << both.status().message();
   size_t wider = 0;
   for (const auto& e : full.modules) {
@@ -222,10 +222,29 @@ TEST(Pool, WindowHoldsThePlansAndOnlyQuantizesItByteForByte) {
     wider += hi > lo;
   }
   EXPECT_GT(wider, 0u);
+  // The rule's costly types (gamma run: the IQ2 ones) only within its near steps below the plans:
+  // 3 steps either side, Q4_0 and Q5_0 only 1 below. Above the plans they stay (the window's
+  // ceiling is the plans' own reach, not their cost).
+  const solve::WindowRule narrow{3, {"Q4_0", "Q5_0"}, 1};
+  auto wn = solve::candidate_window(full, {plan->plan}, narrow);
+  auto w3 = solve::candidate_window(full, {plan->plan}, {3});
+  ASSERT_TRUE(wn.is_ok() && w3.is_ok()) << wn.status().message();
+  size_t dropped = 0;
+  for (const auto& e : full.modules) {
+    size_t i = 0;
+    while (e.candidates[i].id != plan->plan.modules.at(e.name)) ++i;
+    std::vector<std::string> want;
+    for (size_t k = i >= 3 ? i - 3 : 0; k <= std::min(i + 3, e.candidates.size() - 1); ++k)
+      if (k + 1 >= i || !narrow.near_only.count(e.candidates[k].type)) want.push_back(e.candidates[k].type);
+    EXPECT_EQ(wn->at(e.name), want) << e.name;
+    dropped += w3->at(e.name).size() - want.size();
+  }
+  EXPECT_GT(dropped, 0u) << "the test's plan must sit 2+ steps above some Q4_0 or Q5_0 candidate";
+  EXPECT_FALSE(solve::candidate_window(full, {plan->plan}, {3, {"Q4_0"}, -1}).is_ok());
   // A plan of another pool is refused, not read as indices.
   solve::Allocation other = *plan;
   other.plan.modules.begin()->second = "no-such-candidate";
-  EXPECT_FALSE(solve::candidate_window(full, {other.plan}, 0).is_ok());
+  EXPECT_FALSE(solve::candidate_window(full, {other.plan}, {0}).is_ok());
   // The window as gamma pool --only reads it, through its file.
   const std::string only = d / "only.json";
   ASSERT_TRUE(write_json(only, only_to_json(*w1)).is_ok());

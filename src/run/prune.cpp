@@ -106,6 +106,9 @@ Result<std::string> pool_only(Env& e, const Manifest& preview, const std::vector
   json targets = {{"sizes", sizes}, {"bpw", o.bpw}, {"pool_window", o.pool_window}, {"compare", o.compare},
                   {"max_mixes", o.max_mixes}};
   if (json b = budgets_json(e); !b.empty()) targets["budgets"] = b;
+  // Named only when it narrows the window, so a work directory made before it still resumes
+  // with --pool-window-iq2 -1.
+  if (o.pool_window_iq2 >= 0 && o.pool_window_iq2 < o.pool_window) targets["pool_window_iq2"] = o.pool_window_iq2;
   if (file_exists(only)) {
     GAMMA_ASSIGN_OR_RETURN(json j, read_json(only, "gamma.pool.only", 1));
     if (j.value("targets", json()) != targets)
@@ -159,7 +162,10 @@ Result<std::string> pool_only(Env& e, const Manifest& preview, const std::vector
     }
   const size_t free_plans = plans.size();
   GAMMA_RETURN_IF_ERROR(add_budget_plans(e, man, hawq, stat, at_size, &plans));
-  GAMMA_ASSIGN_OR_RETURN(auto window, solve::candidate_window(man, plans, o.pool_window));
+  solve::WindowRule rule{o.pool_window, {}, 0};
+  if (targets.contains("pool_window_iq2"))
+    rule.near_only = {"IQ2_XXS", "IQ2_XS", "IQ2_S"}, rule.near_steps = o.pool_window_iq2;
+  GAMMA_ASSIGN_OR_RETURN(auto window, solve::candidate_window(man, plans, rule));
   // The source's own type too: its bytes are copied, not quantized (seconds), and gamma layers
   // measures each layer from it.
   size_t kept = 0, all = 0;
@@ -173,8 +179,9 @@ Result<std::string> pool_only(Env& e, const Manifest& preview, const std::vector
   json j = only_to_json(window);
   j["targets"] = targets;
   GAMMA_RETURN_IF_ERROR(write_json(only, j));
-  std::printf("== pool window: %zu of %zu candidates (within %d steps of HAWQ-V2's plans on the estimate at %zu sizes%s)\n",
+  std::printf("== pool window: %zu of %zu candidates (within %d steps of HAWQ-V2's plans on the estimate at %zu sizes%s%s)\n",
               kept, all, o.pool_window, free_plans,
+              rule.near_only.empty() ? "" : fmt::format(", IQ2 types within {} below", rule.near_steps).c_str(),
               plans.size() > free_plans ? fmt::format(", and {} held to the speed or memory budgets", plans.size() - free_plans).c_str() : "");
   return only;
 }

@@ -74,6 +74,10 @@ struct RunOptions {
   // this many steps of HAWQ-V2's plans on the estimate at every size the run makes; -1: every
   // candidate. Only with the auto types, HAWQ-V2 among the scorers and --size or --bpw.
   int pool_window = 3;
+  // The IQ2 types (the slowest to quantize: 368-995 s per 1e9 weights against Q2_K's 269) only
+  // within this many steps below those plans (solve/window.h, results/job_cost_qwen_iq2/); -1: as any
+  // other type, pool_window.
+  int pool_window_iq2 = 1;
   // The pool streamed (gamma pool --stream): the estimate's manifest restricted to the window,
   // no candidate files; Stage I, gamma layers and each emit quantize what they read from the
   // source (the same bytes), so the pool's disk is gone and its quantizing moves into them. The
@@ -117,6 +121,12 @@ struct RunOptions {
   // and the best 3 chose the very file the full measurement chose, for 29 % of the chunk
   // evaluations.
   int race_chunks = 1, race_keep = 3;
+  // And every variant within this fraction of the race_keep-th's race score. One chunk ranks close
+  // variants by chance: raced on each of the 8 chunks in turn (experiments/race_sim.py --rotate,
+  // results/race/rotate.md), 1 chunk and the best 3 chose the full measurement's file in 7 of 8
+  // draws at Q2_K's size and 3 of 8 at 880MiB (0.00053 of validation KLD given up on average,
+  // 0.6 of its error); within 3 %: 8 of 8 and 4 of 8 (0.00027), for 4.1 and 4.8 finalists.
+  double race_margin = 0.03;
   bool front = true;                   // gamma's chosen variant at each mix's size too
   // Each other scorer's own best variant on validation (measured on every validation chunk if the
   // race left it out) also emitted and measured on the report texts: the allocators side by side

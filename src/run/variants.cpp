@@ -158,16 +158,21 @@ Result<std::vector<Variant>> variants_at(Env& e, const Manifest& man, const solv
   std::vector<size_t> order(out.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return out[a].race_kld < out[b].race_kld; });
-  std::printf("   race (%d of %d validation chunks): %zu variants, the best %d measured on all: %s\n", e.race.front().chunks,
-              e.valid.front().chunks, out.size(), e.o.race_keep, out[order.front()].name.c_str());
-  // The best --race-keep distinct plans: a twin of a finalist has its race score and stays out.
+  std::printf("   race (%d of %d validation chunks): %zu variants, the best %d (and any within %g %% of the last) measured on all: %s\n",
+              e.race.front().chunks, e.valid.front().chunks, out.size(), e.o.race_keep, 100 * e.o.race_margin,
+              out[order.front()].name.c_str());
+  // The best --race-keep distinct plans, and every other one whose race score is within
+  // --race-margin of the last of those (one chunk ranks close variants by chance:
+  // results/race/): a twin of a finalist has its race score and stays out.
   int kept = 0;
-  for (size_t k = 0; k < order.size() && kept < e.o.race_keep; ++k) {
+  double cut = 0;
+  for (size_t k = 0; k < order.size(); ++k) {
     Variant& v = out[order[k]];
+    if (kept >= e.o.race_keep && v.race_kld > cut) break;
     if (!v.same_as.empty() && std::any_of(out.begin(), out.end(), [&](const Variant& u) { return u.name == v.same_as && u.finalist; }))
       continue;
     if (!v.finalist) GAMMA_RETURN_IF_ERROR(validate_in_full(e, v));
-    ++kept;
+    if (++kept == e.o.race_keep) cut = v.race_kld * (1 + e.o.race_margin);
   }
   return out;
 }

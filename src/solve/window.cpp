@@ -5,9 +5,10 @@
 namespace gm::solve {
 
 Result<std::map<std::string, std::vector<std::string>>> candidate_window(const Manifest& estimate,
-                                                                         const std::vector<Plan>& plans, int steps) {
+                                                                         const std::vector<Plan>& plans, const WindowRule& rule) {
   if (plans.empty()) return Status::error("candidate_window: no plans");
-  if (steps < 0) return Status::error("candidate_window: steps must be >= 0");
+  if (rule.steps < 0 || rule.near_steps < 0) return Status::error("candidate_window: steps must be >= 0");
+  const int steps = rule.steps;
   // Per module, the lowest and highest index (candidates are sorted by bytes) any plan takes.
   std::map<std::string, std::pair<int, int>> span;
   for (const Plan& p : plans) {
@@ -25,8 +26,11 @@ Result<std::map<std::string, std::vector<std::string>>> candidate_window(const M
   for (const auto& e : estimate.modules) {
     const auto [lo, hi] = span.at(e.name);
     auto& types = out[e.name];
-    for (int i = std::max(0, lo - steps); i <= std::min(int(e.candidates.size()) - 1, hi + steps); ++i)
-      types.push_back(e.candidates[size_t(i)].type);
+    for (int i = std::max(0, lo - steps); i <= std::min(int(e.candidates.size()) - 1, hi + steps); ++i) {
+      const std::string& t = e.candidates[size_t(i)].type;
+      if (i < lo - rule.near_steps && rule.near_only.count(t)) continue;
+      types.push_back(t);
+    }
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,22 @@
 
 namespace gm::solve {
 
-// Per module of `estimate`, the candidate types within `steps` of the candidates `plans` (plans
-// of the estimate) choose.
+// How far the window reaches: `steps` either side of the plans' candidates, except that the
+// `near_only` types (the costly ones to quantize) are kept only within `near_steps` below them.
+// gamma run makes the IQ2 types near_only (results/job_cost_qwen_cut/*/window-rules.md): at
+// 880MiB on Qwen-1.5B they were 595 of the window's 1,229 priced quantizing seconds, and the
+// 36 variants' plans took 45 of their 173 candidates; kept only one step below HAWQ-V2's plans,
+// no allocator's plan changed at 880MiB, and 5-10 modules (<= 0.23 % of the objective) at
+// Q2_K's size.
+struct WindowRule {
+  int steps = 0;
+  std::set<std::string> near_only;
+  int near_steps = 0;
+};
+
+// Per module of `estimate`, the candidate types within the rule's reach of the candidates `plans`
+// (plans of the estimate) choose.
 Result<std::map<std::string, std::vector<std::string>>> candidate_window(const Manifest& estimate,
-                                                                         const std::vector<Plan>& plans, int steps);
+                                                                         const std::vector<Plan>& plans, const WindowRule& rule);
 
 }  // namespace gm::solve
