@@ -44,7 +44,9 @@ void add_run(CLI::App& app) {
   c->add_option("--steps", o->steps, "gamma learn steps (0: every layer visited once)")->capture_default_str();
   c->add_option("--visit-steps", o->visit_steps, "gamma learn steps per layer visit")->capture_default_str();
   c->add_option("--layers-per-step", o->layers_per_step, "gamma learn layers sampled per step (0: all)")->capture_default_str();
-  c->add_option("--calib-tokens", o->calib_tokens, "gamma learn calibration tokens")->capture_default_str();
+  c->add_option("--calib-tokens", o->calib_tokens, "gamma learn calibration tokens (equal to --hawq-calib-tokens: Stage I reads HAWQ-V2's activations, one teacher forward)")->capture_default_str();
+  c->add_option("--hawq-calib-tokens", o->hawq_calib_tokens, "gamma hawq calibration tokens")->capture_default_str();
+  c->add_option("--layers-chunks", o->layers_chunks, "gamma layers: chunks of the calibration text (--ctx tokens each) each layer's file is measured on")->capture_default_str();
   c->add_option("--converge", o->converge, "gamma learn: end a layer's visit once its measured deltas are known to this relative standard error (0: the whole schedule)")->capture_default_str();
   c->add_option("--hawq-samples", o->hawq_samples, "gamma hawq Hutchinson probes per layer (the most, with --hawq-converge)")->capture_default_str();
   c->add_option("--hawq-converge", o->hawq_converge, "gamma hawq: end a layer's probes once every module's trace is known to this relative standard error (0: all --hawq-samples)")->capture_default_str();
@@ -140,6 +142,8 @@ void add_run(CLI::App& app) {
     }
     if (!(o->converge >= 0 && o->converge < 1)) throw Failure("--converge must be in [0, 1)");
     if (!(o->hawq_converge >= 0 && o->hawq_converge < 1)) throw Failure("--hawq-converge must be in [0, 1)");
+    if (o->calib_tokens < 1 || o->hawq_calib_tokens < 1 || o->layers_chunks < 1)
+      throw Failure("--calib-tokens, --hawq-calib-tokens and --layers-chunks must be positive");
     if (o->eval_chunks < 1 || o->eval_ctx < 8 || o->imatrix_chunks < 1 || o->steps < 0 || o->visit_steps < 1 || o->valid_chunks < 0 || o->max_mixes < 1 || o->race_chunks < 0 || o->race_keep < 1)
       throw Failure("--chunks, --ctx, --imatrix-chunks, --visit-steps and --max-mixes must be positive (--steps >= 0)");
     fail_if(run_pipeline(*o));

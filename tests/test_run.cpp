@@ -254,6 +254,11 @@ TEST(RunPipeline, Stories260kEndToEndAndResumes) {
     EXPECT_EQ((*j2)["mixes"][i]["valid_kld"], (*j)["mixes"][i]["valid_kld"]);
     EXPECT_EQ((*j2)["mixes"][i]["file_bytes"], (*j)["mixes"][i]["file_bytes"]);
   }
+  // gamma layers' measurement stays in the work directory: one of other chunks is refused.
+  EXPECT_EQ((*layers)["info"]["config"]["chunks"], 4);
+  auto chunks = gamma("run " + args + " --layers-chunks 2");
+  EXPECT_NE(chunks.exit_code, 0);
+  EXPECT_NE(chunks.output.find("was measured on 4 chunks, not --layers-chunks 2"), std::string::npos) << chunks.output;
   // Another target in the same work directory: its pool was chosen for --bpw 8, said in one line.
   auto other = gamma("run " + stories260k() + " --bpw 6 -w " + d / "w" + " --imatrix-chunks 2 -c 128 --chunks 4 -t 2");
   EXPECT_NE(other.exit_code, 0);

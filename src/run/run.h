@@ -66,6 +66,9 @@ struct RunOptions {
   // plans but 2 modules of 210); 0: every step of the schedule.
   double converge = 0.2;
   int hawq_samples = 4, hawq_calib_tokens = 4096;
+  // gamma layers: each layer's file measured on this many chunks (eval_ctx tokens each) of the
+  // calibration text; its cut files are about a tenth of the default job's time on Qwen-1.5B.
+  int layers_chunks = 4;
   // gamma hawq --converge: a layer's Hutchinson probes end once every module's trace is known to
   // this relative standard error (from the 3rd probe on); 0: all hawq_samples. 0 by default: at 4
   // probes it saved no time on SmolLM2 and chose the same plan (results/hawq_converge_smollm2/).

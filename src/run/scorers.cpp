@@ -59,13 +59,12 @@ double learn_estimate(const Env& e) {
          (learn_shares_hawq_activations(e) ? 0 : teacher_seconds(e.ms, e.o.calib_tokens)) + stream_learn_seconds(e);
 }
 // gamma layers: the source's file and one file per layer, each emitted and measured on
-// kLayerChunks chunks of the calibration text. Where the model can be cut before a layer, layer
+// --layers-chunks chunks of the calibration text. Where the model can be cut before a layer, layer
 // l's file is its layers from l on (layers/layers.h), priced as (n_layer - l) / n_layer of a whole
 // file: on Qwen-1.5B the 29 files took 895 s against 1,740 s whole (0.514x; this prices 0.534x),
 // results/layers_cut_qwen/.
-constexpr int kLayerChunks = 4;
 double layers_estimate(const Env& e) {
-  const double tok = double(kLayerChunks) * e.o.eval_ctx;
+  const double tok = double(e.o.layers_chunks) * e.o.eval_ctx;
   const int n = std::max(1, e.ms.n_layer);
   const double whole = emit_seconds(e.ms) + eval_seconds(e.ms, tok, true);
   double files = whole;  // the base file
@@ -81,10 +80,18 @@ Result<std::string> measure_layers(Env& e) {
   // The teacher's log-probs on the calibration chunks: read by gamma layers alone (it resumes
   // from them), so removed once its measurement is written (0.31 GB on Qwen-1.5B).
   const std::string base =
-      fmt::format("{}/teacher-calib-{}-c{}-n{}.kld", e.W, fs::path(e.calib).stem().string(), e.o.eval_ctx, kLayerChunks);
-  if (!file_exists(lf)) {
+      fmt::format("{}/teacher-calib-{}-c{}-n{}.kld", e.W, fs::path(e.calib).stem().string(), e.o.eval_ctx, e.o.layers_chunks);
+  if (file_exists(lf)) {
+    // Kept across runs in the work directory, so only a measurement on as many chunks is reused.
+    GAMMA_ASSIGN_OR_RETURN(json j, read_json(lf, "gamma.layers", 1));
+    const json cfg = j.contains("info") ? j["info"].value("config", json::object()) : json::object();
+    const int had = cfg.value("chunks", e.o.layers_chunks);
+    if (had != e.o.layers_chunks)
+      return Status::errorf("{} was measured on {} chunks, not --layers-chunks {}: remove it to measure again", lf, had,
+                            e.o.layers_chunks);
+  } else {
     std::vector<std::string> cmd = {e.G, "layers", e.pool, "--teacher", e.teacher, "--calib", e.calib, "-c",
-                                    std::to_string(e.o.eval_ctx), "--chunks", std::to_string(kLayerChunks),
+                                    std::to_string(e.o.eval_ctx), "--chunks", std::to_string(e.o.layers_chunks),
                                     "--kld-base", base, "-t", e.T, "-o", lf};
     for (const auto& x : e.q()) cmd.push_back(x);
     GAMMA_RETURN_IF_ERROR(e.stage("layers -> " + lf, layers_estimate(e), [&] { return run_step("layers", cmd); }));
