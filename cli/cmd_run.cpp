@@ -44,7 +44,7 @@ void add_run(CLI::App& app) {
   c->add_option("--steps", o->steps, "gamma learn steps (0: every layer visited once)")->capture_default_str();
   c->add_option("--visit-steps", o->visit_steps, "gamma learn steps per layer visit")->capture_default_str();
   c->add_option("--layers-per-step", o->layers_per_step, "gamma learn layers sampled per step (0: all)")->capture_default_str();
-  c->add_option("--calib-tokens", o->calib_tokens, "gamma learn calibration tokens (equal to --hawq-calib-tokens: Stage I reads HAWQ-V2's activations, one teacher forward)")->capture_default_str();
+  c->add_option("--calib-tokens", o->calib_tokens, "gamma learn calibration tokens (when equal to --hawq-calib-tokens, as by default, Stage I reads HAWQ-V2's activations: one teacher forward)")->capture_default_str();
   c->add_option("--hawq-calib-tokens", o->hawq_calib_tokens, "gamma hawq calibration tokens")->capture_default_str();
   c->add_option("--layers-chunks", o->layers_chunks, "gamma layers: chunks of the calibration text (--ctx tokens each) each layer's file is measured on")->capture_default_str();
   c->add_option("--converge", o->converge, "gamma learn: end a layer's visit once its measured deltas are known to this relative standard error (0: the whole schedule)")->capture_default_str();
