@@ -13,6 +13,9 @@
 # variant (its scores, transform, layer scale and head) is solved at MIX's size: the method's
 # reuse of one Stage I for every budget. The mix is then built as the run builds one (the
 # vendored llama-quantize from the run's teacher with its imatrix) and evaluated on both texts.
+# PLAN=file: that plan's variant instead of a run's chosen one (its recipe: scores, transform, layer
+# scale, head), for a work directory made again from a state that kept the recipe's plan at another
+# budget but not the chosen file's own (try 3's at Q3_K_M).
 set -euo pipefail
 G=${GAMMA:-/work/runs/speed-q3k/b/cli/gamma}
 W=${W:-/work/runs/speed-q3k}; R=run
@@ -21,9 +24,13 @@ MIX=$1; shift
 cd "$W"
 mkdir -p front
 # One size: run.json; several: run-SIZE.json each.
-j=$(for f in $R/run.json $R/run-*.json; do [ -f "$f" ] || continue; python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1]) if j['target']['size']==sys.argv[2] else None" "$f" "$MIX"; done | { grep -v None || true; } | tail -1)
-[ -n "$j" ] || j=$(for f in $R/run.json $R/run-*.json; do [ -f "$f" ] || continue; python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1]) if j['target']['size']==sys.argv[2] else None" "$f" "${FROM:?no run at the size of $MIX: name one with FROM=SIZE}"; done | { grep -v None || true; } | tail -1)
-plan=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['chosen']['plan'])" "$j")
+if [ -n "${PLAN:-}" ]; then
+  plan=$PLAN
+else
+  j=$(for f in $R/run.json $R/run-*.json; do [ -f "$f" ] || continue; python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1]) if j['target']['size']==sys.argv[2] else None" "$f" "$MIX"; done | { grep -v None || true; } | tail -1)
+  [ -n "$j" ] || j=$(for f in $R/run.json $R/run-*.json; do [ -f "$f" ] || continue; python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1]) if j['target']['size']==sys.argv[2] else None" "$f" "${FROM:?no run at the size of $MIX: name one with FROM=SIZE}"; done | { grep -v None || true; } | tail -1)
+  plan=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['chosen']['plan'])" "$j")
+fi
 read -r -a how < <(python3 - "$plan" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1])); i = p["info"]; a = []

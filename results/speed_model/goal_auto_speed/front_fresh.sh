@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# front.sh on a machine that has nothing: the Q3_K_M run's work directory made again from
+# state.tar.xz (its small files: the pool's manifest, Stage I's and HAWQ-V2's scores, layers.json,
+# the imatrix), the de-gridded teacher linked from TEACHER (a copy made elsewhere from the seed;
+# its sha256 checked here) or made again, and a speed table this machine's kind made for the same
+# teacher (SPEED: speed.json or .json.xz). The variant is the run's choice after try 3
+# (gamma-cal-output-Q4_K); try 3's own plan file was not kept, so PLAN is the same recipe's plan
+# from try 1's budget (the same scores, transform, layer scale and head; front.sh re-solves it).
+#   GAMMA=build/cli/gamma TEACHER=/work/runs/degrid-goal/teacher-dither1.gguf \
+#     SPEED=epyc-2026-12-05/speed.json.xz FROM=Q3_K_M bash front_fresh.sh Q3_K_S 0 1.0 1.1 1.2
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+G=${GAMMA:-/work/main/build/cli/gamma}
+W=/root/gamma-work/speed-q3k   # the manifests name the teacher here
+mkdir -p "$W"
+cd "$W"
+if [ ! -d run ]; then
+  mkdir run.partial && tar -xJf "$here/state.tar.xz" -C run.partial && mv run.partial run
+fi
+if [ ! -f teacher-dither1.gguf ]; then
+  if [ -n "${TEACHER:-}" ]; then ln "$TEACHER" teacher-dither1.gguf 2>/dev/null || cp "$TEACHER" teacher-dither1.gguf
+  else
+    src=$("$G" fetch qwen2.5-coder-1.5b)
+    "$G" dequantize --dither 1 "$src" -o teacher-dither1.partial.gguf
+    mv teacher-dither1.partial.gguf teacher-dither1.gguf
+  fi
+fi
+if [ ! -f teacher.checked ]; then
+  sha=$(sha256sum teacher-dither1.gguf | cut -d' ' -f1)
+  [ "$sha" = "$(cat "$here/../../degrid_qwen/goal/teacher.sha256")" ] || { echo "front_fresh.sh: teacher-dither1.gguf is $sha, not issue 47's" >&2; exit 1; }
+  touch teacher.checked
+fi
+if [ ! -f run/speed.json ]; then
+  case "${SPEED:?name a speed table with SPEED=}" in
+    *.xz) xz -dc "$SPEED" > run/speed.partial.json ;;
+    *) cp "$SPEED" run/speed.partial.json ;;
+  esac
+  mv run/speed.partial.json run/speed.json
+fi
+PLAN=${PLAN:-run/at-924456512-tg28.010399999999997/plan-gamma-cal-output-Q4_K.json} GAMMA=$G W=$W bash "$here/front.sh" "$@"
