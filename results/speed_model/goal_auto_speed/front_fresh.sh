@@ -17,19 +17,7 @@ cd "$W"
 if [ ! -d run ]; then
   mkdir run.partial && tar -xJf "$here/state.tar.xz" -C run.partial && mv run.partial run
 fi
-if [ ! -f teacher-dither1.gguf ]; then
-  if [ -n "${TEACHER:-}" ]; then ln "$TEACHER" teacher-dither1.gguf 2>/dev/null || cp "$TEACHER" teacher-dither1.gguf
-  else
-    src=$("$G" fetch qwen2.5-coder-1.5b)
-    "$G" dequantize --dither 1 "$src" -o teacher-dither1.partial.gguf
-    mv teacher-dither1.partial.gguf teacher-dither1.gguf
-  fi
-fi
-if [ ! -f teacher.checked ]; then
-  sha=$(sha256sum teacher-dither1.gguf | cut -d' ' -f1)
-  [ "$sha" = "$(cat "$here/../../degrid_qwen/goal/teacher.sha256")" ] || { echo "front_fresh.sh: teacher-dither1.gguf is $sha, not issue 47's" >&2; exit 1; }
-  touch teacher.checked
-fi
+G=$G bash "$here/../../degrid_qwen/goal/teacher.sh"
 if [ ! -f run/speed.json ]; then
   case "${SPEED:?name a speed table with SPEED=}" in
     *.xz) xz -dc "$SPEED" > run/speed.partial.json ;;

@@ -35,16 +35,7 @@ mkdir -p run
 if [ ! -f run/speed.json ] && [ -f run/pool-only.json ] && [ -f run/pool/manifest.json ]; then
   mv run/pool-only.json run/pool-only.other-machine.json
 fi
-if [ ! -f teacher-dither1.gguf ]; then
-  src=$("$G" fetch qwen2.5-coder-1.5b)
-  "$G" dequantize --dither 1 "$src" -o teacher-dither1.partial.gguf
-  mv teacher-dither1.partial.gguf teacher-dither1.gguf
-fi
-if [ ! -f teacher.checked ]; then
-  sha=$(sha256sum teacher-dither1.gguf | cut -d' ' -f1)
-  [ "$sha" = "$(cat "$state/teacher.sha256")" ] || { echo "go.sh: teacher-dither1.gguf is $sha, not issue 47's" >&2; exit 1; }
-  touch teacher.checked
-fi
+G=$G bash "$state/teacher.sh"
 for f in imatrix.gguf imatrix.log mixes-predicted.json; do
   [ -f "run/$f" ] || tar -xJf "$state/state.tar.xz" -C run "./$f"
 done

@@ -14,16 +14,7 @@ W=/work/runs/degrid-goal
 state=$here/../../degrid_qwen/goal
 mkdir -p "$W"
 cd "$W"
-if [ ! -f teacher-dither1.gguf ]; then
-  src=$("$G" fetch qwen2.5-coder-1.5b)
-  "$G" dequantize --dither 1 "$src" -o teacher-dither1.partial.gguf
-  mv teacher-dither1.partial.gguf teacher-dither1.gguf
-fi
-if [ ! -f teacher.checked ]; then
-  sha=$(sha256sum teacher-dither1.gguf | cut -d' ' -f1)
-  [ "$sha" = "$(cat "$state/teacher.sha256")" ] || { echo "fresh.sh: teacher-dither1.gguf is $sha, not issue 47's" >&2; exit 1; }
-  touch teacher.checked
-fi
+G=$G bash "$state/teacher.sh"
 if [ ! -d run ]; then
   mkdir run.partial && tar -xJf "$state/state.tar.xz" -C run.partial && mv run.partial run
 fi
