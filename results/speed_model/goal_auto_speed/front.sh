@@ -27,8 +27,11 @@ mkdir -p front
 if [ -n "${PLAN:-}" ]; then
   plan=$PLAN
 else
-  j=$(for f in $R/run.json $R/run-*.json; do [ -f "$f" ] || continue; python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1]) if j['target']['size']==sys.argv[2] else None" "$f" "$MIX"; done | { grep -v None || true; } | tail -1)
-  [ -n "$j" ] || j=$(for f in $R/run.json $R/run-*.json; do [ -f "$f" ] || continue; python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1]) if j['target']['size']==sys.argv[2] else None" "$f" "${FROM:?no run at the size of $MIX: name one with FROM=SIZE}"; done | { grep -v None || true; } | tail -1)
+  j=
+  for size in "$MIX" "${FROM:-}"; do
+    [ -n "$j" ] || [ -z "$size" ] || j=$(for f in $R/run.json $R/run-*.json; do [ -f "$f" ] || continue; python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1]) if j['target']['size']==sys.argv[2] else None" "$f" "$size"; done | { grep -v None || true; } | tail -1)
+  done
+  [ -n "$j" ] || { echo "front.sh: no run at the size of $MIX: name one with FROM=SIZE" >&2; exit 1; }
   plan=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['chosen']['plan'])" "$j")
 fi
 read -r -a how < <(python3 - "$plan" <<'PY'

@@ -14,15 +14,5 @@ G=${GAMMA:-/work/main/build/cli/gamma}
 W=/root/gamma-work/speed-q3k   # the manifests name the teacher here
 mkdir -p "$W"
 cd "$W"
-if [ ! -d run ]; then
-  mkdir run.partial && tar -xJf "$here/state.tar.xz" -C run.partial && mv run.partial run
-fi
-G=$G bash "$here/../../degrid_qwen/goal/teacher.sh"
-if [ ! -f run/speed.json ]; then
-  case "${SPEED:?name a speed table with SPEED=}" in
-    *.xz) xz -dc "$SPEED" > run/speed.partial.json ;;
-    *) cp "$SPEED" run/speed.partial.json ;;
-  esac
-  mv run/speed.partial.json run/speed.json
-fi
+G=$G bash "$here/../../degrid_qwen/goal/workdir.sh" "$here/state.tar.xz"
 PLAN=${PLAN:-run/at-924456512-tg28.010399999999997/plan-gamma-cal-output-Q4_K.json} GAMMA=$G W=$W bash "$here/front.sh" "$@"

@@ -14,17 +14,7 @@ W=/work/runs/degrid-goal
 state=$here/../../degrid_qwen/goal
 mkdir -p "$W"
 cd "$W"
-G=$G bash "$state/teacher.sh"
-if [ ! -d run ]; then
-  mkdir run.partial && tar -xJf "$state/state.tar.xz" -C run.partial && mv run.partial run
-fi
-if [ ! -f run/speed.json ]; then
-  case "${SPEED:?name a speed table with SPEED=}" in
-    *.xz) xz -dc "$SPEED" > run/speed.partial.json ;;
-    *) cp "$SPEED" run/speed.partial.json ;;
-  esac
-  mv run/speed.partial.json run/speed.json
-fi
+G=$G bash "$state/workdir.sh" "$state/state.tar.xz"
 for MIX in "$@"; do
   j=$(ls run/run-*.json | while read -r f; do python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1]) if j['target']['size']==sys.argv[2] else None" "$f" "$MIX"; done | grep -v None)
   plan=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['chosen']['plan'])" "$j")
