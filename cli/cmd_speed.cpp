@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -82,24 +83,28 @@ void run_files(const SpeedOpts& o, speed::CostModel& cm) {
     weights.push_back(std::move(ws));
     sizes.push_back(model->file_size());
   }
-  // llama-bench, round-robin: each round measures every file once and each file keeps its
-  // fastest round. This machine has slow phases of tens of seconds (10-20 %) that consecutive
-  // repetitions share; rounds spread a file's repetitions over the whole check.
+  // The rest and every type's probe factor (speed.h). With --bench, measured again with the
+  // files in the same round-robin rounds (each round measures every file once, each file keeps its
+  // fastest): this machine has slow phases of tens of seconds to minutes (10-25 %) that
+  // consecutive measurements share, and the model's inputs measured in another phase than the
+  // files moved every prediction by that much (SmolLM2, results/speed_model/).
   std::vector<speed::Speed> best(files.size());
   if (o.memory_only) {
     if (o.ctx < 1 || o.bench) throw Failure("--memory-only takes --ctx N and no --bench");
-  } else if (o.bench) {
-    for (int round = 0; round < o.rounds; ++round)
-      for (size_t i = 0; i < files.size(); ++i) {
-        const speed::Speed b = value_or_fail(speed::bench(llama_bench(o), files[i], cm.threads(), o.reps));
-        best[i].decode_tps = std::max(best[i].decode_tps, b.decode_tps);
-        best[i].prefill_tps = std::max(best[i].prefill_tps, b.prefill_tps);
-        std::fprintf(stderr, "round %d/%d %s: tg128 %.2f pp512 %.2f\n", round + 1, o.rounds, files[i].c_str(),
-                     b.decode_tps, b.prefill_tps);
-      }
-    fail_if(cm.calibrate_with(ref, best[0]));
   } else {
-    fail_if(cm.calibrate(llama_bench(o), ref, o.reps));
+    std::set<std::string> types;
+    for (const auto& ws : weights)
+      for (const auto& w : ws)
+        if (!w.head) types.insert(w.type);
+    std::vector<speed::Speed> measured;
+    const std::vector<std::string> check =
+        o.bench ? std::vector<std::string>(files.begin() + 1, files.end()) : std::vector<std::string>();
+    fail_if(cm.calibrate(llama_bench(o), ref, o.reps, std::vector<std::string>(types.begin(), types.end()), o.rounds,
+                         "", check, &measured));
+    if (o.bench) {
+      best[0] = cm.rest().reference_bench;
+      std::copy(measured.begin(), measured.end(), best.begin() + 1);
+    }
   }
   // A reference whose kernels timed alone are slower than llama-bench's whole graph gives a
   // negative rest (Qwen's F32 teacher on an AMD EPYC: -22.6 ms a token), and a file with cheaper
@@ -178,6 +183,13 @@ void run_files(const SpeedOpts& o, speed::CostModel& cm) {
     j["speed"] = !o.memory_only;
     j["rest_decode_us"] = cm.rest().decode_us;
     j["rest_prefill_us"] = cm.rest().prefill_us;
+    // What the rest was calibrated on: the reference as llama-bench measured it then (its
+    // prediction equals that; the check's own rounds measure it again like any other file).
+    j["reference_calibrated"] = {{"tg128", cm.rest().reference_bench.decode_tps},
+                                 {"pp512", cm.rest().reference_bench.prefill_tps}};
+    json f = json::object();
+    for (const auto& [t, k] : cm.factors()) f[t] = {{"decode", k.decode_us}, {"prefill", k.prefill_us}};
+    j["probe_factors"] = f;
     j["llama_bench_reps"] = o.reps;
     j["rounds"] = o.bench ? o.rounds : 0;
     j["files"] = rows;

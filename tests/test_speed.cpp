@@ -1,6 +1,6 @@
 // Speed as a budget end to end on stories260K, judged by llama-bench: `gamma speed` predicts the
-// reference file exactly as llama-bench measured it (the rest is calibrated there) and measures
-// nothing the second time; `gamma speed --pool` prices every candidate; `gamma solve --speed
+// reference file exactly as llama-bench measured it when calibrating (the rest is calibrated
+// there), puts each type right by its probe, and measures nothing the second time; `gamma speed --pool` prices every candidate; `gamma solve --speed
 // --min-decode` keeps the plan at least that fast by the table, never scores above the plan
 // without the budget, and an unreachable speed is one line naming the fastest plan.
 #include <gtest/gtest.h>
@@ -22,7 +22,7 @@ TEST(Speed, PredictsTheReferenceAndSolvesWithinADecodeBudget) {
   const std::string d = dir.str(), env = "GAMMA_CACHE=" + d + "/cache GAMMA_LLAMA_BIN=" + llama_tool("") + " ";
   auto g = [&](const std::string& args) { return run(env + gamma_cli() + " " + args); };
 
-  // The reference is predicted as llama-bench measured it, to rounding.
+  // The reference is predicted as llama-bench measured it when the rest was calibrated, to rounding.
   // One thread: ggml's threads meet at a barrier after every node, and under a parallel ctest a
   // second thread waiting for a descheduled one made a 16 s measurement take minutes.
   auto r = g("speed " + stories260k() + " --bench --rounds 1 -t 1 -o " + d + "/check.json");
@@ -34,8 +34,10 @@ TEST(Speed, PredictsTheReferenceAndSolvesWithinADecodeBudget) {
   auto check = read_json(d + "/check.json", "gamma.speed.check", 1);
   ASSERT_TRUE(check.is_ok()) << check.status().message();
   const json& row = check.value()["files"][0];
-  EXPECT_NEAR(row["predicted_tg128"].get<double>(), row["tg128"].get<double>(), 1e-6 * row["tg128"].get<double>());
-  EXPECT_NEAR(row["predicted_pp512"].get<double>(), row["pp512"].get<double>(), 1e-6 * row["pp512"].get<double>());
+  const json& cal = check.value()["reference_calibrated"];
+  EXPECT_NEAR(row["predicted_tg128"].get<double>(), cal["tg128"].get<double>(), 1e-6 * cal["tg128"].get<double>());
+  EXPECT_NEAR(row["predicted_pp512"].get<double>(), cal["pp512"].get<double>(), 1e-6 * cal["pp512"].get<double>());
+  EXPECT_DOUBLE_EQ(row["tg128"].get<double>(), cal["tg128"].get<double>());  // the check's rounds are the calibration's
   // A second prediction measures nothing: the same numbers from the cache.
   r = g("speed " + stories260k() + " -t 1 -o " + d + "/again.json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -47,6 +49,14 @@ TEST(Speed, PredictsTheReferenceAndSolvesWithinADecodeBudget) {
   // The pool's table prices every candidate.
   r = g("pool " + stories260k() + " --types Q4_0,Q5_0,Q8_0 -q -o " + d + "/pool");
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  // A llama.cpp Q4_1 file of the model, predicted once before the table: its type is probed on
+  // the reference, and the table's calibration probes it again with the pool's types.
+  const std::string q41 = d + "/q41.gguf";
+  r = run_llama_tool(llama_tool("llama-quantize") + " " + stories260k() + " " + q41 + " Q4_1 1", "");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = g("speed " + q41 + " --reference " + stories260k() + " -t 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const bool first_q41_loaded = loaded(r);
   r = g("speed --pool " + d + "/pool --reference " + stories260k() + " -t 1 -o " + d + "/speed.json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto table = read_json(d + "/speed.json", "gamma.speed", 1);
@@ -74,11 +84,9 @@ TEST(Speed, PredictsTheReferenceAndSolvesWithinADecodeBudget) {
   EXPECT_NEAR(as_fast.value()["info"]["speed"]["min_decode_tps"].get<double>(), free_tg, 1e-9 * free_tg);
   EXPECT_EQ(as_fast.value()["info"]["speed"]["min_decode_given"], d + "/free.gguf");
   // A file of a type no candidate has (llama.cpp's Q4_1, a Q4_0/Q5_0/Q8_0 pool): gamma solve
-  // times its weights into the table (as gamma run does), so its speed by the table is then what
-  // gamma speed predicts for it on its own (the same kernels, the same rest).
-  const std::string q41 = d + "/q41.gguf";
-  r = run_llama_tool(llama_tool("llama-quantize") + " " + stories260k() + " " + q41 + " Q4_1 1", "");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // times its weights into the table (as gamma run does), with the probe factors the table was
+  // calibrated with (Q4_1's: probed above, before the table), so its speed by the table is then
+  // what gamma speed predicts for it on its own (the same kernels, factors and rest).
   std::filesystem::copy_file(d + "/speed.json", d + "/speed-q41.json");
   auto has_q41 = [&] {
     auto t = read_json(d + "/speed-q41.json", "gamma.speed", 1);
@@ -88,7 +96,7 @@ TEST(Speed, PredictsTheReferenceAndSolvesWithinADecodeBudget) {
   r = g("solve " + d + "/pool --score-from-manifest " + size + " --speed " + d + "/speed-q41.json --min-decode " + q41 +
         " -o " + d + "/q41-plan.json");
   EXPECT_TRUE(has_q41()) << r.output;
-  bool q41_loaded = loaded(r);
+  bool q41_loaded = first_q41_loaded || loaded(r);
   const int q41_exit = r.exit_code;
   const std::string q41_out = r.output;
   r = g("speed " + q41 + " --reference " + stories260k() + " -t 1 -o " + d + "/q41-check.json");
@@ -145,21 +153,108 @@ TEST(Speed, PredictsTheReferenceAndSolvesWithinADecodeBudget) {
   }
 }
 
+namespace {
+// A stand-in llama-bench whose speed is a function of the file alone, so what the probes must
+// reproduce is known: a token takes 100 us + 1e-8 us a byte (the differences between files stay
+// below the kernels' own prices, as on a real model), a batch 4x less; with `probe_tps`, every file
+// is at 1 tok/s and a probe at that speed.
+std::string fake_bench(const std::string& dir, const std::string& probe_tps = "") {
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/llama-bench";
+  std::string sh = "#!/bin/sh\necho \"$*\" >> " + dir + "/calls\n"
+                   "while [ $# -gt 0 ]; do [ \"$1\" = -m ] && f=\"$2\"; shift; done\n"
+                   "b=$(wc -c < \"$f\")\n"
+                   "tg=$(awk -v b=\"$b\" 'BEGIN{printf \"%.12g\", 1e6/(100+1e-8*b)}')\n"
+                   "pp=$(awk -v b=\"$b\" 'BEGIN{printf \"%.12g\", 4e6/(100+1e-8*b)}')\n";
+  if (!probe_tps.empty())
+    sh += "tg=1; pp=1\ncase \"$f\" in *probe-*) tg=" + probe_tps + "; pp=" + probe_tps + ";; esac\n";
+  sh += "echo '['\necho \"{\\\"n_prompt\\\": 512, \\\"n_gen\\\": 0, \\\"samples_ts\\\": [$pp]},\"\n"
+        "echo \"{\\\"n_prompt\\\": 0, \\\"n_gen\\\": 128, \\\"samples_ts\\\": [$tg]}\"\necho ']'\n";
+  EXPECT_TRUE(write_file_atomic(path, sh).is_ok());
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  return dir;
+}
+size_t lines_of(const std::string& path) {
+  auto t = read_file(path);
+  return t.is_ok() ? static_cast<size_t>(std::count(t.value().begin(), t.value().end(), '\n')) : 0;
+}
+}  // namespace
+
+// The probes: each type's prices are scaled so the reference with every module that type can hold
+// at that type is predicted as llama-bench measures it, in llama.cpp's own path. Judged with a
+// stand-in llama-bench whose speed is a function of the file's bytes, on which the kernels timed in
+// ggml say nothing: a file of the Q8_0 probe's types made by llama-quantize (other bytes, other
+// metadata) is predicted as the stand-in measures it. Where no positive factor fits, the kernels
+// alone price the types (a warning), and no probe file is left either way.
+TEST(Speed, ProbesPutEachTypeRightAsLlamaBenchMeasuresIt) {
+  TempDir dir;
+  const std::string d = dir.str();
+  const std::string q8 = d + "/q8.gguf";
+  auto r = run_llama_tool(llama_tool("llama-quantize") + " --pure --tensor-type ffn_down=f32 --token-embedding-type f32 "
+                          "--output-tensor-type f32 " + stories260k() + " " + q8 + " Q8_0 1", "");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string bin = fake_bench(d + "/bin");
+  const std::string g = "GAMMA_CACHE=" + d + "/cache " + gamma_cli() + " speed " + stories260k() + " " + q8 +
+                        " --llama-bin " + bin + " -t 1";
+  r = run(g + " --bench --rounds 1 -o " + d + "/check.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto check = read_json(d + "/check.json", "gamma.speed.check", 1);
+  ASSERT_TRUE(check.is_ok()) << check.status().message();
+  const json& files = check.value()["files"];
+  ASSERT_EQ(files.size(), 2u);
+  for (const auto& f : files)
+    for (const char* k : {"tg128", "pp512"}) {
+      const std::string pred = std::string("predicted_") + k;
+      ASSERT_TRUE(f.contains(pred)) << f.dump();
+      EXPECT_NEAR(f[pred].get<double>(), f[k].get<double>(), 1e-6 * f[k].get<double>()) << f["file"] << " " << k;
+    }
+  const json& factors = check.value()["probe_factors"];
+  EXPECT_EQ(factors["F32"]["decode"].get<double>(), 1.0);  // the reference's own type
+  ASSERT_TRUE(factors.contains("Q8_0")) << factors.dump();
+  EXPECT_NE(factors["Q8_0"]["decode"].get<double>(), 1.0);
+  EXPECT_TRUE(std::filesystem::is_empty(d + "/cache/speed-probes"));
+  // Measured once: a second prediction runs no llama-bench and says the same.
+  const size_t calls = lines_of(bin + "/calls");
+  EXPECT_EQ(calls, 3u);  // one round: the reference, the Q8_0 probe and the checked file
+  r = run(g + " -o " + d + "/again.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(lines_of(bin + "/calls"), calls);
+  auto again = read_json(d + "/again.json", "gamma.speed.check", 1);
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_DOUBLE_EQ(again.value()["files"][1]["predicted_tg128"].get<double>(), files[1]["predicted_tg128"].get<double>());
+
+  // A probe measured faster than its type could make it (the reference at 1 tok/s, the probe at
+  // 1e12): no positive factor fits. Said, and every type priced by its kernels alone: factor 1.
+  const std::string bad = fake_bench(d + "/bad", "1e12");
+  r = run("GAMMA_CACHE=" + d + "/cache2 " + gamma_cli() + " speed " + stories260k() + " " + q8 + " --llama-bin " + bad +
+          " -t 1 -o " + d + "/bad.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("gamma: warning: no positive factor fits (Q8_0's probe 1000000000000.0 tok/s against the "
+                          "reference's 1.0 in tg128)"), std::string::npos) << r.output;
+  auto bad_check = read_json(d + "/bad.json", "gamma.speed.check", 1);
+  ASSERT_TRUE(bad_check.is_ok());
+  EXPECT_EQ(bad_check.value()["probe_factors"]["Q8_0"]["decode"].get<double>(), 1.0);
+  EXPECT_TRUE(std::filesystem::is_empty(d + "/cache2/speed-probes"));
+}
+
 // A reference measured faster in llama-bench than its kernels timed alone (seen: Qwen's F32
 // teacher on an AMD EPYC) gives a negative rest; a file with cheaper weights then has no positive
 // prediction. `gamma speed --bench` keeps what it measured (gamma run's speed check reads that)
 // and leaves that file's prediction out, with a note; without --bench the same is an error. Here
-// the llama-bench is a stand-in that reports every file at 1e9 tok/s, the reference is an F16
-// file, and the cached F16 kernel times are made 100x slower, so the F32 file's weights are
-// surely the cheaper (the kernels' own order on a model this small is noise).
+// the llama-bench is a stand-in, the reference an F16 file whose cached kernel times are made 100x
+// slower. The stand-in reports the reference's tg128 at 0.001 tok/s and every other tg128 and pp512
+// at 1e9: no positive factor fits the F32 probe's tg128, so the kernels alone price the types (the
+// probes' fallback), and the rest of a 512-token batch is 0.5 us less the reference's slowed
+// kernels, far below zero; the F32 file's cheaper kernels do not make up for it.
 TEST(Speed, ABenchWithANegativeRestKeepsItsMeasurements) {
   TempDir dir;
   const std::string d = dir.str();
   std::filesystem::create_directories(d + "/bin");
   const std::string fake = d + "/bin/llama-bench";
   ASSERT_TRUE(write_file_atomic(fake,
-                                "#!/bin/sh\necho '['\necho '{\"n_prompt\": 512, \"n_gen\": 0, \"samples_ts\": [1e9]},'\n"
-                                "echo '{\"n_prompt\": 0, \"n_gen\": 128, \"samples_ts\": [1e9]}'\necho ']'\n")
+                                "#!/bin/sh\ntg=1e9\ncase \"$*\" in *f16.gguf*) tg=0.001;; esac\n"
+                                "echo '['\necho '{\"n_prompt\": 512, \"n_gen\": 0, \"samples_ts\": [1e9]},'\n"
+                                "echo \"{\\\"n_prompt\\\": 0, \\\"n_gen\\\": 128, \\\"samples_ts\\\": [$tg]}\"\necho ']'\n")
                   .is_ok());
   std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
   const std::string f16 = d + "/f16.gguf";
@@ -177,6 +272,8 @@ TEST(Speed, ABenchWithANegativeRestKeepsItsMeasurements) {
         t["prefill_us"] = 100 * t["prefill_us"].get<double>();
         ++slowed;
       }
+    c.erase("rests");
+    c.erase("probes");
     ASSERT_TRUE(write_file_atomic(f.path().string(), c.dump()).is_ok());
   }
   ASSERT_GT(slowed, 0) << r.output;
@@ -189,7 +286,9 @@ TEST(Speed, ABenchWithANegativeRestKeepsItsMeasurements) {
   const json& files = check.value()["files"];
   ASSERT_EQ(files.size(), 2u);
   // The reference is predicted as measured (its rest is its own measurement less its kernels).
-  EXPECT_NEAR(files[0]["predicted_tg128"].get<double>(), 1e9, 1e-3 * 1e9);
+  EXPECT_NE(r.output.find("gamma: warning: no positive factor fits (F32's probe"), std::string::npos) << r.output;
+  EXPECT_NEAR(files[0]["predicted_tg128"].get<double>(), 0.001, 1e-6);
+  EXPECT_NEAR(files[0]["predicted_pp512"].get<double>(), 1e9, 1e-3 * 1e9);
   EXPECT_EQ(files[1]["file"], stories260k());
   EXPECT_DOUBLE_EQ(files[1]["tg128"].get<double>(), 1e9);
   EXPECT_DOUBLE_EQ(files[1]["pp512"].get<double>(), 1e9);

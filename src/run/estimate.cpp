@@ -109,12 +109,15 @@ double speed_table_seconds(const ModelSize& m, size_t types, double reference_by
   // type's layers timed in context and the same kernels alone, three rounds (speed::CostModel::
   // type_scale): ~138 s a type, growing with the linear weights (results/speed_model/goal_degrid/).
   const double per_type = 107 * m.linear_params / 1e9;
-  // Then llama-bench of the reference (-r 3, tg128 + pp512): a decoded token reads the file at
-  // ~29 GB/s plus ~40 ms of compute per 1.78 G weights (Qwen-1.5B: the 7.1 GB F32 teacher 4.05
-  // tok/s, its 0.92 GB Q3_K_M mix 14.4), prompts at ~80 tokens/s per 1.78 G weights.
+  // Then llama-bench (-r 2, tg128 + pp512) of the reference and of each type's probe (a file of
+  // about the reference's size, written at ~300 MB/s), in 2 rounds (speed::CostModel::calibrate):
+  // a decoded token reads the file at ~29 GB/s plus ~40 ms of compute per 1.78 G weights
+  // (Qwen-1.5B: the 7.1 GB F32 teacher 4.05 tok/s, its 0.92 GB Q3_K_M mix 14.4), prompts at ~80
+  // tokens/s per 1.78 G weights.
   const double g = m.params / 1.78e9;
-  const double bench = 10 + 3 * (128 * (reference_bytes / 28.8e9 + 0.04 * g) + 512 / 80.0 * g);
-  return m.forward_scale * (double(types) * per_type + bench) * 2.0 / std::max(1, m.threads);
+  const double bench = 10 + 2 * (128 * (reference_bytes / 28.8e9 + 0.04 * g) + 512 / 80.0 * g);
+  const double probes = 2 * (double(types) + 1) * bench + double(types) * reference_bytes / 300e6;
+  return m.forward_scale * (double(types) * per_type + probes) * 2.0 / std::max(1, m.threads);
 }
 
 double bench_seconds(const ModelSize& m, size_t files, int rounds) {

@@ -66,9 +66,9 @@ ggml_backend_buffer_type_t weight_buft(ggml_tensor* w) {
 }
 
 
-// One quantized block of random rows, tiled to the whole matrix: the kernels do not branch on
-// the values, and quantizing a whole matrix (minutes for IQ2 types) buys nothing.
-std::vector<uint8_t> weight_data(ggml_type type, int64_t n_in, int64_t n_out) {
+}  // namespace
+
+std::vector<uint8_t> tiled_weight(ggml_type type, int64_t n_in, int64_t n_out) {
   const size_t row_bytes = ggml_row_size(type, n_in);
   const int64_t block_rows = std::min<int64_t>(n_out, 64);
   std::vector<float> src(static_cast<size_t>(n_in * block_rows));
@@ -86,8 +86,6 @@ std::vector<uint8_t> weight_data(ggml_type type, int64_t n_in, int64_t n_out) {
   }
   return data;
 }
-
-}  // namespace
 
 bool repacked(const std::string& type_name, int64_t n_in, int64_t n_out) {
   auto type = parse_type(type_name);
@@ -146,7 +144,7 @@ Result<double> time_chain(const std::vector<MatSpec>& chain, int64_t batch, int 
   for (size_t i = 0; i < chain.size(); ++i) {
     auto key = std::make_tuple(int(types[i]), chain[i].n_in, chain[i].n_out);
     auto it = data.find(key);
-    if (it == data.end()) it = data.emplace(key, weight_data(types[i], chain[i].n_in, chain[i].n_out)).first;
+    if (it == data.end()) it = data.emplace(key, tiled_weight(types[i], chain[i].n_in, chain[i].n_out)).first;
     ggml_backend_tensor_set(w[i], it->second.data(), 0, it->second.size());
   }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ggml.h"
 #include "util/status.h"
 
 namespace gm::speed {
@@ -47,6 +48,11 @@ Result<double> time_chain(const std::vector<MatSpec>& chain, int64_t batch, int 
 // Kernels timed alone do not add up to this (measured: -15 % to +32 % on SmolLM2), so the
 // speed model scales each type's kernels by it (speed.h, CostModel::type_scale).
 Result<KernelTime> time_layers(const std::string& type, const std::vector<MatSpec>& layer, int n_layer, int threads);
+
+// A weight of this type and shape with real quantized bytes: one block of 64 random rows,
+// quantized and tiled to the whole matrix. The kernels do not branch on the values, and quantizing
+// a whole matrix (minutes for IQ2 types) buys nothing.
+std::vector<uint8_t> tiled_weight(ggml_type type, int64_t n_in, int64_t n_out);
 
 // Whether llama.cpp's loader puts a weight of this type and shape in a repacked buffer (an extra
 // CPU buffer type: Q4_0, Q4_K, IQ4_NL... in an interleaved layout). Such a weight is held twice

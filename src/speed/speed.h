@@ -2,12 +2,26 @@
 // processes on this machine, predicted from what each of its weight matrices costs here.
 //
 //   time per token = sum over matmul weights of the kernel's time (speed/kernels.h)
+//                    x its type's factor in llama.cpp itself (probes, below)
 //                    + the rest of the graph (attention, norms, rope, sampling glue)
 //
 // Kernel times are measured once per (CPU, ggml build, threads, type, shape) and kept under
 // cache_dir()/speed. The rest is measured once per model: llama-bench on a reference file of
 // that model (the source), minus its weights' kernel times; it is what llama-bench's tg128 and
 // pp512 see (a context of up to 128 / 512 tokens), not a long context's attention.
+//
+// Probes: kernels timed in ggml chains missed what llama.cpp does around them by up to 19 % a
+// type (Qwen's uniform Q6_K; SmolLM2's Q4_1 against Q4_0 by 30 %: mapped file pages against
+// repacked copies, a tied head, the graph's barriers). So each type a plan may use is also
+// measured in llama.cpp: llama-bench, in the same round-robin rounds as the reference, on a probe
+// file -- the reference with every linear module that type can hold at that type (tiled random
+// blocks: the kernels do not branch on values) -- and the type's prices are scaled so the probe is
+// predicted as measured. One type of the reference (its largest share) keeps factor 1: a plan's
+// time is a share-weighted mean of the probes', in which the rest's level cancels, so only
+// differences between files identify the factors. Where no positive factor fits (a model whose
+// time is mostly the rest), every factor is 1: the kernels alone, as before the probes. Probes
+// cost one llama-bench per type and round, and the disk of one probe per type while measured
+// (deleted after).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -82,24 +96,40 @@ class CostModel {
   Result<KernelTime> kernel(const std::string& type, int64_t n_in, int64_t n_out, bool head = false);
   // A type's layers in context over the same kernels alone (decode, prefill ratios).
   Result<KernelTime> type_scale(const std::string& type, const Layer& layer);
-  // A linear module's time in the model: its kernel scaled by its type's in-context ratio.
+  // A linear module's time in the model: its kernel scaled by its type's in-context ratio and
+  // by the type's probe factor for the calibrated reference (1 where none was measured).
   Result<KernelTime> module(const std::string& type, int64_t n_in, int64_t n_out, const Layer& layer);
   // Decode and prefill time of a set of weights: modules by module(), the head alone (its
   // prefill is one token's).
   Result<KernelTime> weights_time(const std::vector<Weight>& ws);
-  // The rest, measured with llama-bench on `reference` (a GGUF of the model), cached by the
-  // reference's sha256.
-  Status calibrate(const std::string& llama_bench, const std::string& reference, int reps = 3);
-  // The rest from a llama-bench measurement of `reference` taken elsewhere (gamma speed --bench
-  // measures every file in rounds); replaces the cached one.
-  Status calibrate_with(const std::string& reference, const Speed& measured);
+  // The rest, measured with llama-bench on `reference` (a GGUF of the model), and the probe
+  // factor of each of `types` and of the reference's own types (llama-bench on the reference and
+  // the probes in `rounds` round-robin rounds, each file's fastest); cached by the reference's
+  // sha256, measured again when a type lacks its factor. `probe_dir`: where the probes are
+  // written (default: the cache's). With `check` files (gamma speed --bench), measured again even
+  // when cached, those files in the same rounds, their fastest into *measured: a shared machine's
+  // slow phases of minutes (10-25 % on SmolLM2) then fall on the model's inputs and the files
+  // alike.
+  Status calibrate(const std::string& llama_bench, const std::string& reference, int reps = 2,
+                   const std::vector<std::string>& types = {}, int rounds = 2, const std::string& probe_dir = "",
+                   const std::vector<std::string>& check = {}, std::vector<Speed>* measured = nullptr);
   const Rest& rest() const { return rest_; }
+  // The probe factors this machine's cache holds for `reference` (none: every factor 1), measuring
+  // nothing: gamma solve prices a budget file's types by them (price_file).
+  void use_cached_factors(const std::string& reference);
+  // type -> probe factor (decode, prefill) of the calibrated reference.
+  const std::map<std::string, KernelTime>& factors() const { return factor_; }
   bool calibrated() const { return !rest_.reference.empty(); }
   // Weights' time + the rest; needs calibrate().
   Result<Speed> predict(const std::vector<Weight>& ws);
 
  private:
   Status save() const;
+  // kernel x type_scale: the price before the probe factor.
+  Result<KernelTime> chain_price(const std::string& type, int64_t n_in, int64_t n_out, const Layer& layer);
+  Status measure_probes(const std::string& llama_bench, const std::string& reference, const std::string& sha, int reps,
+                        const std::vector<std::string>& types, int rounds, const std::string& probe_dir,
+                        const std::vector<std::string>& check, std::vector<Speed>* measured);
   // `k` under `key` in `saved` (and the cache file), or, timed under other jobs' load, only in
   // memory for this process.
   Result<KernelTime> keep(const std::string& key, const KernelTime& k, std::map<std::string, KernelTime>& saved);
@@ -109,7 +139,9 @@ class CostModel {
   std::map<std::string, Rest> rests_;          // reference sha256 -> rest
   std::map<std::string, KernelTime> scales_;   // "scale TYPE n_layer shapes..." -> ratios
   std::map<std::string, KernelTime> unsaved_;  // kernels and scales timed under load (KernelTime::loaded)
+  std::map<std::string, KernelTime> probes_;   // "reference-sha256 TYPE" -> probe factor
   Rest rest_;
+  std::map<std::string, KernelTime> factor_;  // the calibrated reference's probe factors by type
 };
 
 // gamma.speed v1 (`gamma speed --pool`): what every candidate of every module of a pool costs
@@ -153,7 +185,8 @@ struct CostTable {
 // of two files' predictions held within 2 % (results/speed_model/goal_qwen/).
 Result<double> speed_target(const std::string& arg, const Manifest& m, const CostTable& t, bool decode);
 // Adds to `t` every weight of `file` (a GGUF of the pool `m`'s model) at its own type where the
-// table lacks it, measured on `cm` as cost_table measures the candidates; returns how many. So a
+// table lacks it, measured on `cm` as cost_table measures the candidates (with the probe factors
+// cm holds: a type never probed is priced by its kernels alone); returns how many. So a
 // budget named by a file whose types are not among the candidates (llama.cpp's Q4_0 of a model
 // whose pool has no Q4_0) is priced by the same table, in seconds, instead of refused.
 Result<int> price_file(CostTable& t, const Manifest& m, const std::string& file, CostModel& cm);
