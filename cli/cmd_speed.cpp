@@ -99,8 +99,8 @@ void run_files(const SpeedOpts& o, speed::CostModel& cm) {
     std::vector<speed::Speed> measured;
     const std::vector<std::string> check =
         o.bench ? std::vector<std::string>(files.begin() + 1, files.end()) : std::vector<std::string>();
-    fail_if(cm.calibrate(llama_bench(o), ref, o.reps, std::vector<std::string>(types.begin(), types.end()), o.rounds,
-                         "", check, &measured));
+    fail_if(cm.calibrate(llama_bench(o), ref, o.reps, std::vector<std::string>(types.begin(), types.end()), o.rounds, check,
+                         &measured));
     if (o.bench) {
       best[0] = cm.rest().reference_bench;
       std::copy(measured.begin(), measured.end(), best.begin() + 1);

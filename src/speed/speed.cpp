@@ -345,12 +345,11 @@ struct RemoveFiles {
 };
 }  // namespace
 
-Status CostModel::measure_probes(const std::string& llama_bench, const std::string& reference, const std::string& sha,
-                                 int reps, const std::vector<std::string>& types, int rounds,
-                                 const std::string& probe_dir, const std::vector<std::string>& check,
-                                 std::vector<Speed>* measured) {
-  GAMMA_ASSIGN_OR_RETURN(auto model, Model::open(reference));
-  GAMMA_ASSIGN_OR_RETURN(auto ws, weights_of(*model));
+Status CostModel::measure_probes(const std::string& llama_bench, const Model& model, const std::string& sha, int reps,
+                                 const std::vector<std::string>& types, int rounds,
+                                 const std::vector<std::string>& check, std::vector<Speed>* measured) {
+  const std::string& reference = model.path();
+  GAMMA_ASSIGN_OR_RETURN(auto ws, weights_of(model));
   const Layer layer = layer_of(ws);
   // The reference's chain prices (all kernels are timed before any llama-bench run).
   KernelTime head;
@@ -389,13 +388,13 @@ Status CostModel::measure_probes(const std::string& llama_bench, const std::stri
     probed_t.push_back(t);
     at.push_back(std::move(p));
   }
-  const std::string dir = probe_dir.empty() ? cache_dir() + "/speed-probes" : probe_dir;
+  const std::string dir = cache_dir() + "/speed-probes";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   RemoveFiles files;
   for (size_t k = 0; k < probed.size(); ++k) {
     files.paths.push_back(fmt::format("{}/probe-{}-{}.gguf", dir, sha.substr(0, 12), probed[k]));
-    GAMMA_RETURN_IF_ERROR(write_probe(*model, ws, probed_t[k], files.paths.back()));
+    GAMMA_RETURN_IF_ERROR(write_probe(model, ws, probed_t[k], files.paths.back()));
   }
   // The reference, the probes and the check's files in round-robin rounds, each file's fastest.
   std::vector<std::string> order = {reference};
@@ -486,7 +485,7 @@ void CostModel::use_cached_factors(const std::string& reference) {
 }
 
 Status CostModel::calibrate(const std::string& llama_bench, const std::string& reference, int reps,
-                            const std::vector<std::string>& types, int rounds, const std::string& probe_dir,
+                            const std::vector<std::string>& types, int rounds,
                             const std::vector<std::string>& check, std::vector<Speed>* measured) {
   if (reps < 1 || rounds < 1) return Status::error("speed: llama-bench repetitions and rounds must be positive");
   GAMMA_ASSIGN_OR_RETURN(std::string sha, sha256_file_cached(reference));
@@ -502,9 +501,9 @@ Status CostModel::calibrate(const std::string& llama_bench, const std::string& r
   for (auto it = probes_.lower_bound(prefix); it != probes_.end() && it->first.rfind(prefix, 0) == 0; ++it)
     wanted.insert(it->first.substr(prefix.size()));
   if (!cached || !check.empty())
-    GAMMA_RETURN_IF_ERROR(measure_probes(llama_bench, reference, sha, reps,
-                                         std::vector<std::string>(wanted.begin(), wanted.end()), rounds, probe_dir,
-                                         check, measured));
+    GAMMA_RETURN_IF_ERROR(measure_probes(llama_bench, *model, sha, reps,
+                                         std::vector<std::string>(wanted.begin(), wanted.end()), rounds, check,
+                                         measured));
   rest_ = rests_.at(sha);
   use_cached_factors(reference);
   return Status::ok();

@@ -105,13 +105,13 @@ class CostModel {
   // The rest, measured with llama-bench on `reference` (a GGUF of the model), and the probe
   // factor of each of `types` and of the reference's own types (llama-bench on the reference and
   // the probes in `rounds` round-robin rounds, each file's fastest); cached by the reference's
-  // sha256, measured again when a type lacks its factor. `probe_dir`: where the probes are
-  // written (default: the cache's). With `check` files (gamma speed --bench), measured again even
+  // sha256, measured again when a type lacks its factor; the probes are written under the cache.
+  // With `check` files (gamma speed --bench), measured again even
   // when cached, those files in the same rounds, their fastest into *measured: a shared machine's
   // slow phases of minutes (10-25 % on SmolLM2) then fall on the model's inputs and the files
   // alike.
   Status calibrate(const std::string& llama_bench, const std::string& reference, int reps = 2,
-                   const std::vector<std::string>& types = {}, int rounds = 2, const std::string& probe_dir = "",
+                   const std::vector<std::string>& types = {}, int rounds = 2,
                    const std::vector<std::string>& check = {}, std::vector<Speed>* measured = nullptr);
   const Rest& rest() const { return rest_; }
   // The probe factors this machine's cache holds for `reference` (none: every factor 1), measuring
@@ -127,9 +127,9 @@ class CostModel {
   Status save() const;
   // kernel x type_scale: the price before the probe factor.
   Result<KernelTime> chain_price(const std::string& type, int64_t n_in, int64_t n_out, const Layer& layer);
-  Status measure_probes(const std::string& llama_bench, const std::string& reference, const std::string& sha, int reps,
-                        const std::vector<std::string>& types, int rounds, const std::string& probe_dir,
-                        const std::vector<std::string>& check, std::vector<Speed>* measured);
+  Status measure_probes(const std::string& llama_bench, const Model& reference, const std::string& sha, int reps,
+                        const std::vector<std::string>& types, int rounds, const std::vector<std::string>& check,
+                        std::vector<Speed>* measured);
   // `k` under `key` in `saved` (and the cache file), or, timed under other jobs' load, only in
   // memory for this process.
   Result<KernelTime> keep(const std::string& key, const KernelTime& k, std::map<std::string, KernelTime>& saved);
