@@ -84,8 +84,8 @@ void run_files(const SpeedOpts& o, speed::CostModel& cm) {
     sizes.push_back(model->file_size());
   }
   // The rest and every type's probe factor (speed.h). With --bench, measured again with the
-  // files in the same round-robin rounds (each round measures every file once, each file keeps its
-  // fastest): this machine has slow phases of tens of seconds to minutes (10-25 %) that
+  // files in the same round-robin rounds (each round measures every file once, each against the
+  // reference measured beside it): this machine has slow phases of tens of seconds to minutes (10-25 %) that
   // consecutive measurements share, and the model's inputs measured in another phase than the
   // files moved every prediction by that much (SmolLM2, results/speed_model/).
   std::vector<speed::Speed> best(files.size());
@@ -205,7 +205,7 @@ void add_speed(CLI::App& app) {
   c->add_option("--pool", o->pool, "write the pool's speed table (gamma.speed) instead; files given beside it are priced at their own types too");
   c->add_option("--reference", o->reference, "the file llama-bench measures the rest of the graph on (default: the first file, or the pool's source)");
   c->add_flag("--bench", o->bench, "also measure each file with llama-bench and print the prediction's error");
-  c->add_option("--rounds", o->rounds, "with --bench: llama-bench rounds over all files, each file's fastest kept")->capture_default_str();
+  c->add_option("--rounds", o->rounds, "with --bench: llama-bench rounds over all files, each file's median ratio to the reference beside it kept")->capture_default_str();
   c->add_option("--reps", o->reps, "llama-bench repetitions")->capture_default_str();
   c->add_option("-o,--out", o->out, "JSON output");
   c->add_option("--llama-bin", o->llama_bin, "directory of llama-bench (default: $GAMMA_LLAMA_BIN, else beside gamma)");

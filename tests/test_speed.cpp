@@ -157,15 +157,17 @@ namespace {
 // A stand-in llama-bench whose speed is a function of the file alone, so what the probes must
 // reproduce is known: a token takes 100 us + 1e-8 us a byte (the differences between files stay
 // below the kernels' own prices, as on a real model), a batch 4x less; with `probe_tps`, every file
-// is at 1 tok/s and a probe at that speed.
-std::string fake_bench(const std::string& dir, const std::string& probe_tps = "") {
+// is at 1 tok/s and a probe at that speed; with `drift`, the machine slows by that share of its
+// speed at every call (a slow phase setting in).
+std::string fake_bench(const std::string& dir, const std::string& probe_tps = "", double drift = 0) {
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/llama-bench";
   std::string sh = "#!/bin/sh\necho \"$*\" >> " + dir + "/calls\n"
                    "while [ $# -gt 0 ]; do [ \"$1\" = -m ] && f=\"$2\"; shift; done\n"
-                   "b=$(wc -c < \"$f\")\n"
-                   "tg=$(awk -v b=\"$b\" 'BEGIN{printf \"%.12g\", 1e6/(100+1e-8*b)}')\n"
-                   "pp=$(awk -v b=\"$b\" 'BEGIN{printf \"%.12g\", 4e6/(100+1e-8*b)}')\n";
+                   "b=$(wc -c < \"$f\")\nn=$(wc -l < " + dir + "/calls)\n"
+                   "s=$(awk -v n=\"$n\" 'BEGIN{printf \"%.12g\", 1-" + std::to_string(drift) + "*n}')\n"
+                   "tg=$(awk -v b=\"$b\" -v s=\"$s\" 'BEGIN{printf \"%.12g\", s*1e6/(100+1e-8*b)}')\n"
+                   "pp=$(awk -v b=\"$b\" -v s=\"$s\" 'BEGIN{printf \"%.12g\", s*4e6/(100+1e-8*b)}')\n";
   if (!probe_tps.empty())
     sh += "tg=1; pp=1\ncase \"$f\" in *probe-*) tg=" + probe_tps + "; pp=" + probe_tps + ";; esac\n";
   sh += "echo '['\necho \"{\\\"n_prompt\\\": 512, \\\"n_gen\\\": 0, \\\"samples_ts\\\": [$pp]},\"\n"
@@ -209,13 +211,16 @@ TEST(Speed, ProbesPutEachTypeRightAsLlamaBenchMeasuresIt) {
       EXPECT_NEAR(f[pred].get<double>(), f[k].get<double>(), 1e-6 * f[k].get<double>()) << f["file"] << " " << k;
     }
   const json& factors = check.value()["probe_factors"];
-  EXPECT_EQ(factors["F32"]["decode"].get<double>(), 1.0);  // the reference's own type
-  ASSERT_TRUE(factors.contains("Q8_0")) << factors.dump();
-  EXPECT_NE(factors["Q8_0"]["decode"].get<double>(), 1.0);
+  // The reference's own type has a factor of its own too; the rest is pinned where both are
+  // nearest 1, each at least 0.25.
+  ASSERT_TRUE(factors.contains("F32") && factors.contains("Q8_0")) << factors.dump();
+  for (const char* t : {"F32", "Q8_0"})
+    for (const char* k : {"decode", "prefill"}) EXPECT_GE(factors[t][k].get<double>(), 0.25) << t << " " << k;
+  EXPECT_NE(factors["Q8_0"]["decode"].get<double>(), factors["F32"]["decode"].get<double>());
   EXPECT_TRUE(std::filesystem::is_empty(d + "/cache/speed-probes"));
   // Measured once: a second prediction runs no llama-bench and says the same.
   const size_t calls = lines_of(bin + "/calls");
-  EXPECT_EQ(calls, 3u);  // one round: the reference, the Q8_0 probe and the checked file
+  EXPECT_EQ(calls, 4u);  // one round: the reference, the Q8_0 probe, the checked file, the reference again
   r = run(g + " -o " + d + "/again.json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(lines_of(bin + "/calls"), calls);
@@ -224,83 +229,97 @@ TEST(Speed, ProbesPutEachTypeRightAsLlamaBenchMeasuresIt) {
   EXPECT_DOUBLE_EQ(again.value()["files"][1]["predicted_tg128"].get<double>(), files[1]["predicted_tg128"].get<double>());
 
   // A probe measured faster than its type could make it (the reference at 1 tok/s, the probe at
-  // 1e12): no positive factor fits. Said, and every type priced by its kernels alone: factor 1.
+  // 1e12): no factors within the bounds fit it. Said, and the nearest fit kept: the probe as fast
+  // as the bounds let it be, its factor at the least, 0.25.
   const std::string bad = fake_bench(d + "/bad", "1e12");
   r = run("GAMMA_CACHE=" + d + "/cache2 " + gamma_cli() + " speed " + stories260k() + " " + q8 + " --llama-bin " + bad +
           " -t 1 -o " + d + "/bad.json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("gamma: warning: no positive factor fits (Q8_0's probe 1000000000000.0 tok/s against the "
-                          "reference's 1.0 in tg128)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("gamma: warning: no factors fit every probe exactly (Q8_0's probe 1000000000000.0 tok/s "
+                          "against the reference's 1.0 in tg128, fitted "), std::string::npos) << r.output;
   auto bad_check = read_json(d + "/bad.json", "gamma.speed.check", 1);
   ASSERT_TRUE(bad_check.is_ok());
-  EXPECT_EQ(bad_check.value()["probe_factors"]["Q8_0"]["decode"].get<double>(), 1.0);
+  for (const char* k : {"decode", "prefill"})
+    EXPECT_NEAR(bad_check.value()["probe_factors"]["Q8_0"][k].get<double>(), 0.25, 1e-9) << k;
   EXPECT_TRUE(std::filesystem::is_empty(d + "/cache2/speed-probes"));
 }
 
+// A check on a machine that slows down while it measures: each file is measured against the
+// reference measured beside it, so the files' speeds over the reference's are what the machine
+// gives them at one moment (here exactly: the slowing is linear in the calls, and interpolated).
+// Each file's fastest over the rounds instead, as before 2026-12-07's seventh session, puts the
+// files measured late in a round a few percent slow here and 10-25 % on SmolLM2.
+TEST(Speed, ACheckMeasuresEachFileBesideTheReference) {
+  TempDir dir;
+  const std::string d = dir.str();
+  const std::string q8 = d + "/q8.gguf", f16 = d + "/f16.gguf";
+  for (const auto& [out, type] : {std::pair{q8, "Q8_0"}, std::pair{f16, "F16"}}) {
+    auto r = run_llama_tool(llama_tool("llama-quantize") + " " + stories260k() + " " + out + " " + type + " 1", "");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  const std::string bin = fake_bench(d + "/bin", "", 0.01);
+  auto r = run("GAMMA_CACHE=" + d + "/cache " + gamma_cli() + " speed " + stories260k() + " " + q8 + " " + f16 +
+               " --llama-bin " + bin + " -t 1 --bench --rounds 2 -o " + d + "/check.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto check = read_json(d + "/check.json", "gamma.speed.check", 1);
+  ASSERT_TRUE(check.is_ok()) << check.status().message();
+  const json& files = check.value()["files"];
+  ASSERT_EQ(files.size(), 3u);
+  auto tps = [](const std::string& f) { return 1e6 / (100 + 1e-8 * static_cast<double>(std::filesystem::file_size(f))); };
+  for (size_t i = 1; i < 3; ++i) {
+    const std::string f = files[i]["file"].get<std::string>();
+    EXPECT_NEAR(files[i]["tg128"].get<double>() / files[0]["tg128"].get<double>(), tps(f) / tps(stories260k()), 1e-6) << f;
+    EXPECT_NEAR(files[i]["pp512"].get<double>() / files[0]["pp512"].get<double>(), tps(f) / tps(stories260k()), 1e-6) << f;
+  }
+  // Two rounds of the reference, the probes (F16, Q8_0) and the two files: 1 + 4 + 2 calls each.
+  EXPECT_EQ(lines_of(bin + "/calls"), 14u);
+}
+
 // A reference measured faster in llama-bench than its kernels timed alone (seen: Qwen's F32
-// teacher on an AMD EPYC) gives a negative rest; a file with cheaper weights then has no positive
-// prediction. `gamma speed --bench` keeps what it measured (gamma run's speed check reads that)
-// and leaves that file's prediction out, with a note; without --bench the same is an error. Here
-// the llama-bench is a stand-in, the reference an F16 file whose cached kernel times are made 100x
-// slower. The stand-in reports the reference's tg128 at 0.001 tok/s and every other tg128 and pp512
-// at 1e9: no positive factor fits the F32 probe's tg128, so the kernels alone price the types (the
-// probes' fallback), and the rest of a 512-token batch is 0.5 us less the reference's slowed
-// kernels, far below zero; the F32 file's cheaper kernels do not make up for it.
-TEST(Speed, ABenchWithANegativeRestKeepsItsMeasurements) {
+// teacher on an AMD EPYC, a rest of -22.6 ms a token when the rest was the reference's time less
+// its kernels) gave a negative rest, and a file with cheaper weights no positive prediction. The
+// rest is now held at 0 or above and the factors at 0.25 or above, the nearest fit kept with a
+// warning: every file is predicted, with and without --bench. Here the stand-in llama-bench
+// measures every file at 1e9 tokens/s, faster than any of stories260K's kernels.
+TEST(Speed, ABenchFasterThanTheKernelsKeepsTheRestAtZeroOrAbove) {
   TempDir dir;
   const std::string d = dir.str();
   std::filesystem::create_directories(d + "/bin");
   const std::string fake = d + "/bin/llama-bench";
   ASSERT_TRUE(write_file_atomic(fake,
-                                "#!/bin/sh\ntg=1e9\ncase \"$*\" in *f16.gguf*) tg=0.001;; esac\n"
-                                "echo '['\necho '{\"n_prompt\": 512, \"n_gen\": 0, \"samples_ts\": [1e9]},'\n"
-                                "echo \"{\\\"n_prompt\\\": 0, \\\"n_gen\\\": 128, \\\"samples_ts\\\": [$tg]}\"\necho ']'\n")
+                                "#!/bin/sh\necho '['\necho '{\"n_prompt\": 512, \"n_gen\": 0, \"samples_ts\": [1e9]},'\n"
+                                "echo '{\"n_prompt\": 0, \"n_gen\": 128, \"samples_ts\": [1e9]}'\necho ']'\n")
                   .is_ok());
   std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
   const std::string f16 = d + "/f16.gguf";
   auto r = run_llama_tool(llama_tool("llama-quantize") + " " + stories260k() + " " + f16 + " F16 1", "");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string g = "GAMMA_CACHE=" + d + "/cache " + gamma_cli() + " speed " + f16 + " " + stories260k() +
+  const std::string g = "GAMMA_CACHE=" + d + "/cache " + gamma_cli() + " speed " + stories260k() + " " + f16 +
                         " --llama-bin " + d + "/bin -t 1";
-  r = run(g + " -o " + d + "/first.json");  // times the kernels into the cache (its prediction may or may not fail)
-  int slowed = 0;
-  for (const auto& f : std::filesystem::directory_iterator(d + "/cache/speed")) {
-    json c = json::parse(read_file(f.path().string()).value());
-    for (auto& [key, t] : c["kernels"].items())
-      if (key.rfind("F16 ", 0) == 0) {
-        t["decode_us"] = 100 * t["decode_us"].get<double>();
-        t["prefill_us"] = 100 * t["prefill_us"].get<double>();
-        ++slowed;
-      }
-    c.erase("rests");
-    c.erase("probes");
-    ASSERT_TRUE(write_file_atomic(f.path().string(), c.dump()).is_ok());
-  }
-  ASSERT_GT(slowed, 0) << r.output;
   r = run(g + " --bench --rounds 1 -o " + d + "/check.json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("note: stories260K.gguf: no prediction (speed: the predicted time is not positive"),
-            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("gamma: warning: no factors fit every probe exactly (F16's probe 1000000000.0 tok/s against "
+                          "the reference's 1000000000.0 in tg128, fitted "), std::string::npos) << r.output;
   auto check = read_json(d + "/check.json", "gamma.speed.check", 1);
   ASSERT_TRUE(check.is_ok()) << check.status().message();
+  EXPECT_GE(check.value()["rest_decode_us"].get<double>(), 0);
+  EXPECT_GE(check.value()["rest_prefill_us"].get<double>(), 0);
+  for (const auto& [t, f] : check.value()["probe_factors"].items())
+    for (const char* k : {"decode", "prefill"}) EXPECT_GE(f[k].get<double>(), 0.25) << t << " " << k;
   const json& files = check.value()["files"];
   ASSERT_EQ(files.size(), 2u);
-  // The reference is predicted as measured (its rest is its own measurement less its kernels).
-  EXPECT_NE(r.output.find("gamma: warning: no positive factor fits (F32's probe"), std::string::npos) << r.output;
-  EXPECT_NEAR(files[0]["predicted_tg128"].get<double>(), 0.001, 1e-6);
-  EXPECT_NEAR(files[0]["predicted_pp512"].get<double>(), 1e9, 1e-3 * 1e9);
-  EXPECT_EQ(files[1]["file"], stories260k());
-  EXPECT_DOUBLE_EQ(files[1]["tg128"].get<double>(), 1e9);
-  EXPECT_DOUBLE_EQ(files[1]["pp512"].get<double>(), 1e9);
-  EXPECT_FALSE(files[1].contains("predicted_tg128")) << files[1].dump();
-  EXPECT_FALSE(files[1].contains("tg128_error_pct")) << files[1].dump();
-  // Without --bench (the rest now cached from that check): one line, no row printed, nothing written.
+  for (const auto& f : files) {
+    EXPECT_DOUBLE_EQ(f["tg128"].get<double>(), 1e9);
+    ASSERT_TRUE(f.contains("predicted_tg128")) << f.dump();
+    EXPECT_GT(f["predicted_tg128"].get<double>(), 0);
+    EXPECT_GT(f["predicted_pp512"].get<double>(), 0);
+  }
+  // Without --bench (the calibration now cached): the same predictions, no llama-bench needed.
   r = run(g + " -o " + d + "/predict.json");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("gamma: error: speed: the predicted time is not positive (the rest is mis-measured)\n"),
-            std::string::npos) << r.output;
-  EXPECT_EQ(r.output.find("f16.gguf"), std::string::npos) << r.output;
-  EXPECT_FALSE(file_exists(d + "/predict.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto again = read_json(d + "/predict.json", "gamma.speed.check", 1);
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_DOUBLE_EQ(again.value()["files"][1]["predicted_tg128"].get<double>(), files[1]["predicted_tg128"].get<double>());
 }
 
 // The device budget: `gamma speed --ctx` reads llama.cpp's own allocation (weights with their

@@ -344,7 +344,7 @@ void print_summary(const Env& e, const json& summary, const std::string& json_pa
   if (speed) {
     const json& g = summary["rows"][0];
     std::printf("\nspeed budget: decode >= %.2f, prompts >= %.1f tokens/s (0: none) by the speed table, the (pred) column; "
-                "llama-bench here, %d threads, each file's fastest of %d rounds.\n",
+                "llama-bench here, %d threads, each file's median ratio to the source over %d rounds.\n",
                 e.budget.decode_tps, e.budget.prefill_tps, summary["threads"].get<int>(), o.bench_rounds);
     // The table times kernels alone; the whole graph runs slower or faster by a factor of the
     // machine (~2x on SmolLM2 with its layers in a shared L3): comparisons hold, not the unit.

@@ -104,12 +104,12 @@ class CostModel {
   Result<KernelTime> weights_time(const std::vector<Weight>& ws);
   // The rest, measured with llama-bench on `reference` (a GGUF of the model), and the probe
   // factor of each of `types` and of the reference's own types (llama-bench on the reference and
-  // the probes in `rounds` round-robin rounds, each file's fastest); cached by the reference's
-  // sha256, measured again when a type lacks its factor; the probes are written under the cache.
-  // With `check` files (gamma speed --bench), measured again even
-  // when cached, those files in the same rounds, their fastest into *measured: a shared machine's
-  // slow phases of minutes (10-25 % on SmolLM2) then fall on the model's inputs and the files
-  // alike.
+  // the probes in `rounds` round-robin rounds, the reference again after every two files; a
+  // file's speed is its median ratio to the reference beside it, times the reference's fastest);
+  // cached by the reference's sha256, measured again when a type lacks its factor; the probes are
+  // written under the cache. With `check` files (gamma speed --bench), measured again even when
+  // cached, those files in the same rounds, their speeds into *measured: a shared machine's slow
+  // phases of minutes (10-25 % on SmolLM2) then fall on the model's inputs and the files alike.
   Status calibrate(const std::string& llama_bench, const std::string& reference, int reps = 2,
                    const std::vector<std::string>& types = {}, int rounds = 2,
                    const std::vector<std::string>& check = {}, std::vector<Speed>* measured = nullptr);
