@@ -165,6 +165,7 @@ std::string fake_bench(const std::string& dir, const std::string& probe_tps = ""
   std::string sh = "#!/bin/sh\necho \"$*\" >> " + dir + "/calls\n"
                    "while [ $# -gt 0 ]; do [ \"$1\" = -m ] && f=\"$2\"; shift; done\n"
                    "b=$(wc -c < \"$f\")\nn=$(wc -l < " + dir + "/calls)\n"
+                   "case \"$f\" in *probe-*) ls \"$(dirname \"$f\")\" | grep -c probe- >> " + dir + "/probes_on_disk;; esac\n"
                    "s=$(awk -v n=\"$n\" 'BEGIN{printf \"%.12g\", 1-" + std::to_string(drift) + "*n}')\n"
                    "tg=$(awk -v b=\"$b\" -v s=\"$s\" 'BEGIN{printf \"%.12g\", s*1e6/(100+1e-8*b)}')\n"
                    "pp=$(awk -v b=\"$b\" -v s=\"$s\" 'BEGIN{printf \"%.12g\", s*4e6/(100+1e-8*b)}')\n";
@@ -273,6 +274,10 @@ TEST(Speed, ACheckMeasuresEachFileBesideTheReference) {
   }
   // Two rounds of the reference, the probes (F16, Q8_0) and the two files: 1 + 4 + 2 calls each.
   EXPECT_EQ(lines_of(bin + "/calls"), 14u);
+  // Each probe was on disk alone while it was measured (written before, removed after).
+  auto on_disk = read_file(bin + "/probes_on_disk");
+  ASSERT_TRUE(on_disk.is_ok());
+  EXPECT_EQ(on_disk.value(), "1\n1\n1\n1\n");
 }
 
 // A reference measured faster in llama-bench than its kernels timed alone (seen: Qwen's F32
@@ -314,12 +319,14 @@ TEST(Speed, ABenchFasterThanTheKernelsKeepsTheRestAtZeroOrAbove) {
     EXPECT_GT(f["predicted_tg128"].get<double>(), 0);
     EXPECT_GT(f["predicted_pp512"].get<double>(), 0);
   }
-  // Without --bench (the calibration now cached): the same predictions, no llama-bench needed.
+  // Without --bench (the calibration now cached): a positive prediction too, where a negative rest
+  // made this an error. (Not compared with the above: kernels timed under a parallel ctest's load
+  // are not cached, so this run may time them again.)
   r = run(g + " -o " + d + "/predict.json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto again = read_json(d + "/predict.json", "gamma.speed.check", 1);
   ASSERT_TRUE(again.is_ok());
-  EXPECT_DOUBLE_EQ(again.value()["files"][1]["predicted_tg128"].get<double>(), files[1]["predicted_tg128"].get<double>());
+  for (const auto& f : again.value()["files"]) EXPECT_GT(f["predicted_tg128"].get<double>(), 0) << f.dump();
 }
 
 // The device budget: `gamma speed --ctx` reads llama.cpp's own allocation (weights with their

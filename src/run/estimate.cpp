@@ -110,14 +110,15 @@ double speed_table_seconds(const ModelSize& m, size_t types, double reference_by
   // type_scale): ~138 s a type, growing with the linear weights (results/speed_model/goal_degrid/).
   const double per_type = 107 * m.linear_params / 1e9;
   // Then llama-bench (-r 2, tg128 + pp512) of the reference and of each type's probe (a file of
-  // about the reference's size, written at ~300 MB/s), in 2 rounds, the reference again after
+  // about the reference's size, written at ~300 MB/s in each round), in 2 rounds, the reference again after
   // every two files (speed::CostModel::calibrate):
   // a decoded token reads the file at ~29 GB/s plus ~40 ms of compute per 1.78 G weights
   // (Qwen-1.5B: the 7.1 GB F32 teacher 4.05 tok/s, its 0.92 GB Q3_K_M mix 14.4), prompts at ~80
   // tokens/s per 1.78 G weights.
   const double g = m.params / 1.78e9;
   const double bench = 10 + 2 * (128 * (reference_bytes / 28.8e9 + 0.04 * g) + 512 / 80.0 * g);
-  const double probes = 2 * (1.5 * double(types) + 1.5) * bench + double(types) * reference_bytes / 300e6;
+  // Each probe is written before each of its llama-bench runs (one on disk at a time).
+  const double probes = 2 * (1.5 * double(types) + 1.5) * bench + 2 * double(types) * reference_bytes / 300e6;
   return m.forward_scale * (double(types) * per_type + probes) * 2.0 / std::max(1, m.threads);
 }
 

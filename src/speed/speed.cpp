@@ -484,11 +484,12 @@ Status CostModel::measure_probes(const std::string& llama_bench, const Model& mo
   const std::string dir = cache_dir() + "/speed-probes";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
+  // A probe is written just before each llama-bench of it and removed after: the disk holds one
+  // probe, the reference's size, not all of them (9.0 GB for Qwen-1.5B's 8 probes, ~420 GB at
+  // 70B: docs/scale.md), for one write per round (~3 s a GB here).
   RemoveFiles files;
-  for (size_t k = 0; k < probed.size(); ++k) {
+  for (size_t k = 0; k < probed.size(); ++k)
     files.paths.push_back(fmt::format("{}/probe-{}-{}.gguf", dir, sha.substr(0, 12), probed[k]));
-    GAMMA_RETURN_IF_ERROR(write_probe(model, ws, probed_t[k], files.paths.back()));
-  }
   // The reference, the probes and the check's files in round-robin rounds, each round starting at
   // another file (the files last in every round of a 28-file check on SmolLM2 read 11-25 % below
   // the model, the same files in a 6-file check within 4 %), the reference measured again after
@@ -503,7 +504,11 @@ Status CostModel::measure_probes(const std::string& llama_bench, const Model& mo
   std::vector<std::vector<double>> tg(order.size()), pp(order.size());  // per file: ratios to the reference
   std::vector<Speed> best(order.size());
   auto measure = [&](int r, size_t f) -> Result<Speed> {
-    GAMMA_ASSIGN_OR_RETURN(Speed b, bench(llama_bench, order[f], threads_, reps));
+    const bool probe = f >= 1 && f <= probed.size();
+    if (probe) GAMMA_RETURN_IF_ERROR(write_probe(model, ws, probed_t[f - 1], order[f]));
+    Result<Speed> measured_b = bench(llama_bench, order[f], threads_, reps);
+    if (probe) std::remove(order[f].c_str());
+    GAMMA_ASSIGN_OR_RETURN(Speed b, std::move(measured_b));
     std::fprintf(stderr, "round %d/%d %s: tg128 %.2f pp512 %.2f\n", r + 1, rounds, order[f].c_str(), b.decode_tps,
                  b.prefill_tps);
     if (f == 0) {
