@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "util/stats.h"
+
 namespace gm {
 namespace {
 
@@ -13,12 +15,6 @@ struct Point {
   double bpw, rel_err;
   int64_t n_params;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 }  // namespace
 

@@ -15,6 +15,7 @@
 #include "gguf_model/writer.h"
 #include "util/files.h"
 #include "util/proc.h"
+#include "util/stats.h"
 
 namespace gm::speed {
 namespace {
@@ -345,12 +346,6 @@ constexpr double kMinFactor = 0.25;
 // llama-bench a file more, and each file is next to one.
 constexpr size_t kPairOf = 2;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // The rest and the factors (x = rest, factor...) nearest to the measured files' times within the
 // bounds (rest >= 0, factor >= kMinFactor): least squares of each file's predicted time over its
 // measured time, plus 1e-4 x each factor's distance from 1 squared; Lawson-Hanson non-negative
@@ -429,13 +424,6 @@ Result<std::vector<double>> fit_within_bounds(const std::vector<std::vector<doub
   return z;
 }
 
-// Removes the probe files however measuring them ends.
-struct RemoveFiles {
-  std::vector<std::string> paths;
-  ~RemoveFiles() {
-    for (const auto& p : paths) std::remove(p.c_str());
-  }
-};
 }  // namespace
 
 Status CostModel::measure_probes(const std::string& llama_bench, const Model& model, const std::string& sha, int reps,
@@ -487,9 +475,10 @@ Status CostModel::measure_probes(const std::string& llama_bench, const Model& mo
   // A probe is written just before each llama-bench of it and removed after: the disk holds one
   // probe, the reference's size, not all of them (9.0 GB for Qwen-1.5B's 8 probes, ~420 GB at
   // 70B: docs/scale.md), for one write per round (~3 s a GB here).
-  RemoveFiles files;
+  std::vector<std::string> order = {reference};  // the reference, the probes, the check's files
   for (size_t k = 0; k < probed.size(); ++k)
-    files.paths.push_back(fmt::format("{}/probe-{}-{}.gguf", dir, sha.substr(0, 12), probed[k]));
+    order.push_back(fmt::format("{}/probe-{}-{}.gguf", dir, sha.substr(0, 12), probed[k]));
+  order.insert(order.end(), check.begin(), check.end());
   // The reference, the probes and the check's files in round-robin rounds, each round starting at
   // another file (the files last in every round of a 28-file check on SmolLM2 read 11-25 % below
   // the model, the same files in a 6-file check within 4 %), the reference measured again after
@@ -497,9 +486,6 @@ Status CostModel::measure_probes(const std::string& llama_bench, const Model& mo
   // reference interpolated to its place between those two measurements, times the reference's
   // fastest: this machine's slow phases (the source at 148.6 tok/s in one round, 105-113 a quarter
   // of an hour later) fall on both sides of the ratio and cancel.
-  std::vector<std::string> order = {reference};
-  order.insert(order.end(), files.paths.begin(), files.paths.end());
-  order.insert(order.end(), check.begin(), check.end());
   const size_t others = order.size() - 1;
   std::vector<std::vector<double>> tg(order.size()), pp(order.size());  // per file: ratios to the reference
   std::vector<Speed> best(order.size());
