@@ -8,8 +8,10 @@
 #include <cmath>
 #include <filesystem>
 #include <regex>
+#include <set>
 #include <string>
 
+#include "speed/kernels.h"
 #include "tests/testing.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -334,6 +336,34 @@ TEST(Speed, ABenchFasterThanTheKernelsKeepsTheRestAtZeroOrAbove) {
 // --memory --ctx` keeps the plan's predicted allocation within the budget, and the emitted file,
 // loaded by libllama with that context, is within it; a context that alone overflows the memory,
 // or a size no plan fits, is one line.
+// The weights the kernel chains and the probes are timed on: valid blocks of the type (ggml's own
+// row check), every row its tile row's blocks in some order (the values the kernels see are a
+// quantized matrix's), and no 4 KiB page twice (the 19 % fast tiled Q8_0 of the tile check).
+TEST(Speed, ProbeWeightsAreValidBlocksAndRepeatNoPage) {
+  struct Case { ggml_type type; int64_t n_in, n_out; };
+  for (const Case c : {Case{GGML_TYPE_Q8_0, 1536, 512}, Case{GGML_TYPE_Q4_K, 1536, 300},
+                       Case{GGML_TYPE_IQ2_XXS, 512, 256}, Case{GGML_TYPE_F16, 256, 200}}) {
+    SCOPED_TRACE(ggml_type_name(c.type));
+    const std::vector<uint8_t> w = speed::tiled_weight(c.type, c.n_in, c.n_out);
+    const size_t row = ggml_row_size(c.type, c.n_in);
+    ASSERT_EQ(w.size(), row * static_cast<size_t>(c.n_out));
+    EXPECT_TRUE(ggml_validate_row_data(c.type, w.data(), w.size()));
+    std::set<std::string> pages;
+    size_t n_pages = 0;
+    for (size_t at = 0; at + 4096 <= w.size(); at += 4096, ++n_pages)
+      pages.insert(std::string(reinterpret_cast<const char*>(w.data() + at), 4096));
+    EXPECT_EQ(pages.size(), n_pages);
+    const size_t unit = ggml_blck_size(c.type) > 1 ? ggml_type_size(c.type) : 32 * ggml_type_size(c.type);
+    auto units = [&](int64_t r) {
+      std::multiset<std::string> u;
+      for (size_t at = 0; at < row; at += unit)
+        u.insert(std::string(reinterpret_cast<const char*>(w.data() + r * row + at), unit));
+      return u;
+    };
+    for (int64_t r = 64; r < c.n_out; r += 37) EXPECT_EQ(units(r), units(r % 64)) << "row " << r;
+  }
+}
+
 TEST(Memory, SolvedWithinTheBudgetAsLlamaCppAllocatesIt) {
   TempDir dir;
   const std::string d = dir.str(), env = "GAMMA_CACHE=" + d + "/cache GAMMA_LLAMA_BIN=" + llama_tool("") + " ";

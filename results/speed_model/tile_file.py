@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Copy a GGUF and overwrite every linear module's data (blk.*.{attn,ffn}_*.weight) with its first 64 rows
 repeated, as gamma's probes tile one quantized 64-row block: the same file, writer and types, only the data tiled.
-Usage: tile_file.py IN.gguf OUT.gguf (the types must be block types whose row size is n_in/blck*type_size)."""
-import re, shutil, struct, sys
+With --shuffle, every row after the first 64 is its tile row with the blocks in a random order (seeded), as gamma's
+probes are from 2026-12-08: the same blocks, no repeated page.
+Usage: tile_file.py [--shuffle] IN.gguf OUT.gguf (the types must be block types whose row size is n_in/blck*type_size)."""
+import random, re, shutil, struct, sys
 
 SIZES = {8: (32, 34), 10: (256, 84), 11: (256, 110), 12: (256, 144), 14: (256, 210), 2: (32, 18), 3: (32, 20)}  # Q8_0 Q2_K Q3_K Q4_K Q6_K Q4_0 Q4_1
 
-def main(src, dst):
+def main(src, dst, shuffle=False):
+    rng = random.Random(1234)
     shutil.copyfile(src, dst)
     with open(dst, 'r+b') as f:
         def rd(fmt):
@@ -46,8 +49,17 @@ def main(src, dst):
             tile = f.read(row * 64)
             for r in range(64, dims[1], 64):
                 f.seek(base + off + r * row)
-                f.write(tile[: row * min(64, dims[1] - r)])
+                part = tile[: row * min(64, dims[1] - r)]
+                if shuffle:
+                    out = []
+                    for i in range(0, len(part), row):
+                        blocks = [part[j:j + tsz] for j in range(i, i + row, tsz)]
+                        rng.shuffle(blocks)
+                        out.append(b''.join(blocks))
+                    part = b''.join(out)
+                f.write(part)
             n += 1
         print(f'{n} tensors tiled')
 
-main(*sys.argv[1:])
+args = sys.argv[1:]
+main(*[a for a in args if a != '--shuffle'], shuffle='--shuffle' in args)

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "speed/speed.h"
+
 namespace gm::run {
 namespace {
 
@@ -111,21 +113,21 @@ double speed_table_seconds(const ModelSize& m, size_t types, double reference_by
   const double per_type = 107 * m.linear_params / 1e9;
   // Then llama-bench (-r 2, tg128 + pp512) of the reference and of each type's probe (a file of
   // about the reference's size, written at ~300 MB/s in each round), in 2 rounds, the reference again after
-  // every two files (speed::CostModel::calibrate):
+  // every few files (speed::bench_runs):
   // a decoded token reads the file at ~29 GB/s plus ~40 ms of compute per 1.78 G weights
   // (Qwen-1.5B: the 7.1 GB F32 teacher 4.05 tok/s, its 0.92 GB Q3_K_M mix 14.4), prompts at ~80
   // tokens/s per 1.78 G weights.
   const double g = m.params / 1.78e9;
   const double bench = 10 + 2 * (128 * (reference_bytes / 28.8e9 + 0.04 * g) + 512 / 80.0 * g);
   // Each probe is written before each of its llama-bench runs (one on disk at a time).
-  const double probes = 2 * (1.5 * double(types) + 1.5) * bench + 2 * double(types) * reference_bytes / 300e6;
+  const double probes = 2 * double(speed::bench_runs(types)) * bench + 2 * double(types) * reference_bytes / 300e6;
   return m.forward_scale * (double(types) * per_type + probes) * 2.0 / std::max(1, m.threads);
 }
 
 double bench_seconds(const ModelSize& m, size_t files, int rounds) {
   // llama-bench's model load plus tg128 and pp512, 2 repetitions: ~10 s + 3 s per 100M weights here.
-  // The reference again after every two files (speed::CostModel::calibrate).
-  return double(rounds) * (1.5 * double(files) + 1.5) * (10 + 3e-8 * m.params) * 2.0 / m.threads;
+  // The reference again after every few files (speed::bench_runs).
+  return double(rounds) * double(speed::bench_runs(files)) * (10 + 3e-8 * m.params) * 2.0 / m.threads;
 }
 
 }  // namespace gm::run

@@ -50,8 +50,9 @@ Result<double> time_chain(const std::vector<MatSpec>& chain, int64_t batch, int 
 Result<KernelTime> time_layers(const std::string& type, const std::vector<MatSpec>& layer, int n_layer, int threads);
 
 // A weight of this type and shape with real quantized bytes: one block of 64 random rows,
-// quantized and tiled to the whole matrix. The kernels do not branch on the values, and quantizing
-// a whole matrix (minutes for IQ2 types) buys nothing.
+// quantized and tiled to the whole matrix, each later row's blocks in a random order so that no
+// page repeats (a host that merges identical pages makes repeated data decode faster). The kernels
+// do not branch on the values, and quantizing a whole matrix (minutes for IQ2 types) buys nothing.
 std::vector<uint8_t> tiled_weight(ggml_type type, int64_t n_in, int64_t n_out);
 
 // Whether llama.cpp's loader puts a weight of this type and shape in a repacked buffer (an extra

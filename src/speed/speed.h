@@ -78,6 +78,10 @@ struct Speed {
 // repetitions (on a shared machine, others' load only adds time).
 Result<Speed> bench(const std::string& llama_bench, const std::string& gguf, int threads, int reps);
 
+// How many llama-bench runs one round of a check of `files` files takes (the probes count as
+// files): the reference first and again after every few files (CostModel::calibrate).
+size_t bench_runs(size_t files);
+
 // The part of a token's time that is not a weight matrix, for one model on this machine.
 struct Rest {
   double decode_us = 0, prefill_us = 0;  // prefill: per batch of kPrefillBatch tokens
