@@ -331,11 +331,6 @@ TEST(Speed, ABenchFasterThanTheKernelsKeepsTheRestAtZeroOrAbove) {
   for (const auto& f : again.value()["files"]) EXPECT_GT(f["predicted_tg128"].get<double>(), 0) << f.dump();
 }
 
-// The device budget: `gamma speed --ctx` reads llama.cpp's own allocation (weights with their
-// repacked copies, KV cache, compute buffers) and predicts it from the reference; `gamma solve
-// --memory --ctx` keeps the plan's predicted allocation within the budget, and the emitted file,
-// loaded by libllama with that context, is within it; a context that alone overflows the memory,
-// or a size no plan fits, is one line.
 // The weights the kernel chains and the probes are timed on: valid blocks of the type (ggml's own
 // row check), every row its tile row's blocks in some order (the values the kernels see are a
 // quantized matrix's), and no 4 KiB page twice (the 19 % fast tiled Q8_0 of the tile check).
@@ -364,6 +359,11 @@ TEST(Speed, ProbeWeightsAreValidBlocksAndRepeatNoPage) {
   }
 }
 
+// The device budget: `gamma speed --ctx` reads llama.cpp's own allocation (weights with their
+// repacked copies, KV cache, compute buffers) and predicts it from the reference; `gamma solve
+// --memory --ctx` keeps the plan's predicted allocation within the budget, and the emitted file,
+// loaded by libllama with that context, is within it; a context that alone overflows the memory,
+// or a size no plan fits, is one line.
 TEST(Memory, SolvedWithinTheBudgetAsLlamaCppAllocatesIt) {
   TempDir dir;
   const std::string d = dir.str(), env = "GAMMA_CACHE=" + d + "/cache GAMMA_LLAMA_BIN=" + llama_tool("") + " ";

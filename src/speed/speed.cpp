@@ -345,11 +345,6 @@ constexpr double kMinFactor = 0.25;
 // How many files a check measures between two measurements of the reference: 2 costs half a
 // llama-bench a file more, and each file is next to one.
 constexpr size_t kPairOf = 2;
-}  // namespace
-
-size_t bench_runs(size_t files) { return 1 + files + (files + kPairOf - 1) / kPairOf; }
-
-namespace {
 
 // The rest and the factors (x = rest, factor...) nearest to the measured files' times within the
 // bounds (rest >= 0, factor >= kMinFactor): least squares of each file's predicted time over its
@@ -430,6 +425,8 @@ Result<std::vector<double>> fit_within_bounds(const std::vector<std::vector<doub
 }
 
 }  // namespace
+
+size_t bench_runs(size_t files) { return 1 + files + (files + kPairOf - 1) / kPairOf; }
 
 Status CostModel::measure_probes(const std::string& llama_bench, const Model& model, const std::string& sha, int reps,
                                  const std::vector<std::string>& types, int rounds,
